@@ -1,0 +1,143 @@
+package tensor
+
+import "context"
+
+// Tensor is a float32 activation buffer owned by a Backend. Its elements are
+// addressed as a flat array; the operations below say how they read it.
+// A Tensor is only valid with the Backend that allocated it.
+type Tensor interface {
+	// Len returns the number of float32 elements.
+	Len() int
+}
+
+// Backend runs the primitives of a prefill forward pass. Operations may be
+// queued and run later (a GPU backend records them into command buffers);
+// they run in the order they were issued, and Read and Sync wait for
+// everything issued before them. Arguments are checked by the caller; a
+// backend may panic on shapes that do not fit its buffers.
+//
+// Layout conventions: a matrix of R rows and C columns is row-major with
+// element (r, c) at r·C + c. "Tokens" are the rows of a batch of B
+// right-padded sequences of T positions each, row b's position t at b·T + t.
+// Heads are laid out head-major inside a token: element (token, head, d) of a
+// [N, heads, hd] tensor is at (token·heads + head)·hd + d.
+//
+// A Backend is used by one forward pass at a time; callers serialise.
+type Backend interface {
+	// Name names the backend ("cpu", "cpu-go", "metal", "metal-emu").
+	Name() string
+
+	// Alloc returns a tensor of n float32 elements with unspecified contents.
+	Alloc(n int) Tensor
+	// Free releases t once the work queued on it has finished.
+	Free(t Tensor)
+	// Write copies src into t[off : off+len(src)].
+	Write(t Tensor, off int, src []float32)
+	// Read waits for the queued work and copies t[off : off+len(dst)] into dst.
+	Read(ctx context.Context, t Tensor, off int, dst []float32) error
+	// Sync waits for all queued work.
+	Sync(ctx context.Context) error
+	// Copy copies rows × cols elements: dst[dstOff + r·dstStride + c] =
+	// src[srcOff + r·srcStride + c]. dst and src must not overlap.
+	Copy(dst Tensor, dstOff, dstStride int, src Tensor, srcOff, srcStride, rows, cols int)
+
+	// Embed writes row ids[i] of w (a [V, H] embedding, any weight dtype or
+	// quantised) to out[i·H : (i+1)·H].
+	Embed(out Tensor, w *Weight, ids []int32)
+	// MatMul computes out[rows, O] = x[rows, I] · wᵀ for w of logical shape
+	// [O, I], accumulating in float32 whatever w's stored form.
+	MatMul(out, x Tensor, w *Weight, rows int)
+	// Add computes dst[i] += src[i] for i < n.
+	Add(dst, src Tensor, n int)
+	// SwiGLU computes out[i] = silu(gate[i]) · up[i] for i < n.
+	SwiGLU(out, gate, up Tensor, n int)
+	// SigmoidMul computes x[i] *= sigmoid(gate[i]) for i < n.
+	SigmoidMul(x, gate Tensor, n int)
+
+	// RMSNorm normalises rows of length n: out[r,:] = x[r,:] /
+	// sqrt(mean(x[r,:]²) + eps) · (shift + w), with w of n elements (shift is
+	// 1 for zero-centred norms, 0 for plain-scale ones). out may equal x.
+	RMSNorm(out, x Tensor, w *Weight, rows, n int, eps, shift float32)
+	// GatedRMSNorm computes out[r,:] = w · rms(x[r,:]) · silu(z[r,:]) for rows
+	// of length n (w plain-scale, n elements). out may equal x.
+	GatedRMSNorm(out, x, z Tensor, w *Weight, rows, n int, eps float32)
+	// RoPE rotates x, a [len(pos), heads, hd] tensor, in place: in each head
+	// the first rd dims rotate in rotate-half pairs (i, i+rd/2) by angle
+	// pos[token]·theta^(−2i/rd), computed in float32; dims rd..hd pass through.
+	RoPE(x Tensor, pos []int32, heads, hd, rd int, theta float32)
+
+	// Attention computes causal grouped-query attention for a batch; see
+	// AttnArgs. out is [B·T, Heads·HeadDim].
+	Attention(out, q, k, v Tensor, a AttnArgs)
+	// CausalConv computes the depthwise causal conv over x ([B·T, D]) with
+	// kernel w ([D, K] in any weight dtype, row d = channel d's taps, tap K−1
+	// on the current position), followed by SiLU, into out ([B·T, D]); see
+	// ConvArgs for the state.
+	CausalConv(out, x Tensor, w *Weight, a ConvArgs)
+	// GatedDelta runs the gated delta rule of a Gated DeltaNet layer; see
+	// DeltaArgs. out is [B·T, NV·DV].
+	GatedDelta(out, qkv, alpha, beta Tensor, aLog, dtBias *Weight, a DeltaArgs)
+}
+
+// AttnArgs describes a batched causal attention. q is [B·T, Heads, HeadDim],
+// k and v are [B·T, KVHeads, HeadDim]; query head h uses kv head
+// h / (Heads/KVHeads). Row b's query at position t attends to the row's
+// prefix keys (Prefix[b], if any, all of them) and to the row's own keys at
+// positions 0..t; scores are scaled by Scale and the softmax is in float32.
+type AttnArgs struct {
+	B, T             int
+	Heads, KVHeads   int
+	HeadDim          int
+	Scale            float32
+	// Prefix holds one entry per row, or is nil when no row has a prefix.
+	// Rows may share an entry; it is only read.
+	Prefix []KV
+}
+
+// KV is the attention state of a prefix: K and V of Len positions, each
+// [Len, KVHeads, HeadDim] (token-major, so that resuming appends).
+type KV struct {
+	K, V Tensor
+	Len  int
+}
+
+// ConvArgs describes a batched causal conv over B rows of T positions and D
+// channels with K taps.
+//
+// State, when not nil, has one entry per row (entries may be shared): a
+// [K−1, D] tensor of the K−1 inputs before the row's first position, oldest
+// first; a nil State or nil entry means zeros. State is only read.
+//
+// NewState, when not nil, has one entry per row (nil entries are skipped):
+// it receives the K−1 inputs ending at position Len[b]−1 of row b (reaching
+// into State when Len[b] < K−1), oldest first: the state to resume after the
+// row's real tokens.
+type ConvArgs struct {
+	B, T, D, K int
+	State      []Tensor
+	NewState   []Tensor
+	Len        []int
+}
+
+// DeltaArgs describes a batched gated delta rule (qwen35.md §5.3–5.5).
+//
+// qkv is the conv output [B·T, 2·NK·DK + NV·DV]: per token the queries of the
+// NK key heads, then their keys, then the values of the NV value heads. alpha
+// and beta are the raw a and b projections, [B·T, NV]. The operation
+// L2-normalises q and k per head (eps 1e-6 on the sum of squares), scales q
+// by DK^−½, takes β = sigmoid(b) and g = −exp(A_log)·softplus(a + dt_bias),
+// and runs the recurrence with value head j reading key head j / (NV/NK), in
+// the chunked form with chunks of Chunk positions counted from each row's
+// first position.
+//
+// State has one entry per row, each [NV, DK, DV] float32: it holds the state
+// entering the row and is overwritten with the state after the row's T
+// positions (padding included, so callers that keep it run unpadded rows).
+// Entries must be distinct tensors.
+type DeltaArgs struct {
+	B, T   int
+	NK, NV int
+	DK, DV int
+	Chunk  int
+	State  []Tensor
+}
