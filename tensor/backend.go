@@ -85,10 +85,10 @@ type Backend interface {
 // prefix keys (Prefix[b], if any, all of them) and to the row's own keys at
 // positions 0..t; scores are scaled by Scale and the softmax is in float32.
 type AttnArgs struct {
-	B, T             int
-	Heads, KVHeads   int
-	HeadDim          int
-	Scale            float32
+	B, T           int
+	Heads, KVHeads int
+	HeadDim        int
+	Scale          float32
 	// Prefix holds one entry per row, or is nil when no row has a prefix.
 	// Rows may share an entry; it is only read.
 	Prefix []KV
