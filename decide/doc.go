@@ -1,0 +1,13 @@
+// Package decide turns decision requests into calibrated probabilities with a
+// jevfmt/1 checkpoint: it parses and validates requests (keeping the order of
+// every object's keys), renders one prompt row per question, plans shared
+// prefixes (the preamble computed at load, a request's common evidence prefix
+// kept in a byte-bounded snapshot store), runs the rows in padded batches and
+// reads the answer letter's logits, applying the per-type temperature and the
+// wide-choice rule of the format.
+//
+// The front of the package is small: [ParseJSON] and [ParseMsgpack] make a
+// [Request], [Open] and [OpenFS] make an [Engine], and [Engine.Decide] or
+// [Engine.DecideBatch] answer with a [Response]. Every problem with a request
+// is a [*RequestError] naming the question and field.
+package decide

@@ -1,0 +1,125 @@
+package decide
+
+import (
+	"strconv"
+	"strings"
+)
+
+// RequestError is a problem with a request: the daemon answers it as a bad
+// request. Question is the question's name when the problem is inside one,
+// Field the field at fault ("evidence", "questions", "type", "criteria",
+// "instructions", or an unknown field's name).
+type RequestError struct {
+	Question string
+	Field    string
+	Message  string
+}
+
+// Error renders the error as `question "q": field: message`, leaving out the
+// parts that are empty.
+func (e *RequestError) Error() string {
+	var b strings.Builder
+	b.WriteString("bad request: ")
+	if e.Question != "" {
+		b.WriteString("question ")
+		b.WriteString(strconv.Quote(e.Question))
+		b.WriteString(": ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Message)
+	return b.String()
+}
+
+// pathNode is one step of the path to a value inside a request, used to name
+// where a problem is. The root is nil.
+type pathNode struct {
+	parent *pathNode
+	key    string
+	index  int // -1 for an object key
+}
+
+func joinPath(p *pathNode, key string) *pathNode { return &pathNode{parent: p, key: key, index: -1} }
+
+func indexPath(p *pathNode, i int) *pathNode { return &pathNode{parent: p, index: i} }
+
+// segments lists the path from the root.
+func (p *pathNode) segments() []*pathNode {
+	var s []*pathNode
+	for ; p != nil; p = p.parent {
+		s = append(s, p)
+	}
+	for i, j := 0, len(s)-1; i < j; i, j = i+1, j-1 {
+		s[i], s[j] = s[j], s[i]
+	}
+	return s
+}
+
+// format writes segments as a path: name.key[3]["odd key"].
+func formatPath(segs []*pathNode) string {
+	var b strings.Builder
+	for i, s := range segs {
+		if s.index >= 0 {
+			b.WriteString("[" + strconv.Itoa(s.index) + "]")
+			continue
+		}
+		if isPlainKey(s.key) {
+			if i > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(s.key)
+		} else {
+			b.WriteString("[" + strconv.Quote(s.key) + "]")
+		}
+	}
+	return b.String()
+}
+
+func isPlainKey(k string) bool {
+	if k == "" {
+		return false
+	}
+	for _, c := range k {
+		if !(c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// pathError makes a *RequestError about the value at path p: inside
+// questions.<name>.<field> it names the question and field; otherwise the
+// first key of the path is the field. msg is completed with the rest of the
+// path when the problem is deeper than the field.
+func pathError(p *pathNode, msg string) *RequestError {
+	segs := p.segments()
+	e := &RequestError{Message: msg}
+	// Inside a batch ([i] or requests[i]) the path is named from the request.
+	if len(segs) > 0 && segs[0].index < 0 && segs[0].key == "requests" && len(segs) > 1 && segs[1].index >= 0 {
+		segs = segs[1:]
+	}
+	if len(segs) > 0 && segs[0].index >= 0 {
+		e.Message = "request " + strconv.Itoa(segs[0].index) + ": " + msg
+		segs = segs[1:]
+	}
+	if len(segs) == 0 {
+		return e
+	}
+	rest := segs[1:]
+	e.Field = segs[0].key
+	if segs[0].key == "questions" && len(segs) >= 2 {
+		e.Question = segs[1].key
+		e.Field = ""
+		rest = nil
+		if len(segs) >= 3 {
+			e.Field = segs[2].key
+			rest = segs[3:]
+		}
+	}
+	if len(rest) > 0 {
+		e.Message += " at " + formatPath(segs)
+	}
+	return e
+}

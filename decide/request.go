@@ -1,0 +1,304 @@
+package decide
+
+import (
+	"fmt"
+	"strconv"
+)
+
+// QuestionType is the type of a question: noul, choice or score.
+type QuestionType string
+
+// The question types of jevfmt/1.
+const (
+	Noul   QuestionType = "noul"   // yes / no / the evidence does not say
+	Choice QuestionType = "choice" // criteria: an object {id: label}
+	Score  QuestionType = "score"  // criteria: a list of level labels; ids 0..n-1
+)
+
+// Limits on the options of a question.
+const (
+	MinOptions = 2
+	MaxOptions = 1000
+)
+
+// Request is one decision request: evidence (any JSON value, key order kept)
+// and named questions in the order the client sent them.
+type Request struct {
+	Evidence  Value
+	Questions []Question
+}
+
+// Question is one question of a request. Criteria is the value received
+// (the zero Value when absent); [Question.Options] interprets it.
+type Question struct {
+	Name         string
+	Type         QuestionType
+	Instructions string
+	Criteria     Value
+}
+
+// Option is one option of a question: ID is a string (noul and choice) or an
+// int (score), Label the text shown in the prompt.
+type Option struct {
+	ID    any
+	Label string
+}
+
+// noulOptions are the fixed options of a noul question.
+var noulOptions = [...]Option{{"yes", "yes"}, {"no", "no"}, {"unknown", "the evidence does not say"}}
+
+// ParseJSON parses and validates a request from JSON. Every problem is a
+// *RequestError.
+func ParseJSON(data []byte) (*Request, error) {
+	v, err := parseJSONValue(data)
+	if err != nil {
+		return nil, err
+	}
+	return requestFromValue(&v)
+}
+
+// ParseMsgpack parses and validates a request from msgpack (the daemon's
+// params). Every problem is a *RequestError.
+func ParseMsgpack(data []byte) (*Request, error) {
+	v, err := parseMsgpackValue(data)
+	if err != nil {
+		return nil, err
+	}
+	return requestFromValue(&v)
+}
+
+// ParseJSONBatch parses many requests from JSON: an array of requests or an
+// object {"requests": [...]}. A document that cannot be read fails as a
+// whole (err); otherwise each request is parsed on its own and a bad one
+// gets its error at its index in errs, its *Request being nil.
+func ParseJSONBatch(data []byte) (reqs []*Request, errs []error, err error) {
+	v, err := parseJSONValue(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return batchFromValue(&v)
+}
+
+// ParseMsgpackBatch is [ParseJSONBatch] for msgpack.
+func ParseMsgpackBatch(data []byte) (reqs []*Request, errs []error, err error) {
+	v, err := parseMsgpackValue(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	return batchFromValue(&v)
+}
+
+func batchFromValue(v *Value) ([]*Request, []error, error) {
+	list := v
+	if v.Kind == Object {
+		rs, ok := v.Get("requests")
+		if !ok || len(v.Obj) != 1 {
+			return nil, nil, &RequestError{Field: "requests", Message: "a batch is an array of requests or an object with just \"requests\""}
+		}
+		list = rs
+	}
+	if list.Kind != Array {
+		return nil, nil, &RequestError{Field: "requests", Message: "a batch is an array of requests, got " + list.Kind.String()}
+	}
+	reqs := make([]*Request, len(list.Arr))
+	errs := make([]error, len(list.Arr))
+	for i := range list.Arr {
+		reqs[i], errs[i] = requestFromValue(&list.Arr[i])
+	}
+	return reqs, errs, nil
+}
+
+// requestFromValue converts and validates a parsed request.
+func requestFromValue(v *Value) (*Request, error) {
+	if v.Kind != Object {
+		return nil, &RequestError{Message: "a request is an object with evidence and questions, got " + v.Kind.String()}
+	}
+	r := &Request{}
+	var haveEvidence, haveQuestions bool
+	for i := range v.Obj {
+		m := &v.Obj[i]
+		switch m.Key {
+		case "evidence":
+			r.Evidence, haveEvidence = m.Value, true
+		case "questions":
+			haveQuestions = true
+			if m.Value.Kind != Object {
+				return nil, &RequestError{Field: "questions", Message: "must be an object {name: question}, got " + m.Value.Kind.String()}
+			}
+			for j := range m.Value.Obj {
+				q, err := questionFromValue(m.Value.Obj[j].Key, &m.Value.Obj[j].Value)
+				if err != nil {
+					return nil, err
+				}
+				r.Questions = append(r.Questions, q)
+			}
+		default:
+			return nil, &RequestError{Field: m.Key, Message: "unknown field (a request has evidence and questions)"}
+		}
+	}
+	if !haveEvidence {
+		return nil, &RequestError{Field: "evidence", Message: "missing (use null for none)"}
+	}
+	if !haveQuestions {
+		return nil, &RequestError{Field: "questions", Message: "missing"}
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func questionFromValue(name string, v *Value) (Question, error) {
+	q := Question{Name: name}
+	if v.Kind != Object {
+		return q, &RequestError{Question: name, Message: "a question is an object with type, instructions and criteria, got " + v.Kind.String()}
+	}
+	for i := range v.Obj {
+		m := &v.Obj[i]
+		switch m.Key {
+		case "type":
+			if m.Value.Kind != String {
+				return q, &RequestError{Question: name, Field: "type", Message: "must be a string (noul, choice or score), got " + m.Value.Kind.String()}
+			}
+			q.Type = QuestionType(m.Value.Str)
+		case "instructions":
+			if m.Value.Kind != String {
+				return q, &RequestError{Question: name, Field: "instructions", Message: "must be a string, got " + m.Value.Kind.String()}
+			}
+			q.Instructions = m.Value.Str
+		case "criteria":
+			q.Criteria = m.Value
+		default:
+			return q, &RequestError{Question: name, Field: m.Key, Message: "unknown field (a question has type, instructions and criteria)"}
+		}
+	}
+	if _, ok := v.Get("type"); !ok {
+		return q, &RequestError{Question: name, Field: "type", Message: "missing (noul, choice or score)"}
+	}
+	if _, ok := v.Get("instructions"); !ok {
+		return q, &RequestError{Question: name, Field: "instructions", Message: "missing"}
+	}
+	return q, nil
+}
+
+// Validate checks the request as format.md says: at least one question, each
+// with a known type, non-empty instructions and criteria of the right shape,
+// and evidence without non-finite numbers. Limits that depend on the model
+// (row lengths) are checked by the engine.
+func (r *Request) Validate() error {
+	if p := checkValue(&r.Evidence, joinPath(nil, "evidence")); p != nil {
+		return p
+	}
+	if len(r.Questions) == 0 {
+		return &RequestError{Field: "questions", Message: "no questions"}
+	}
+	seen := make(map[string]bool, len(r.Questions))
+	for i := range r.Questions {
+		q := &r.Questions[i]
+		if seen[q.Name] {
+			return &RequestError{Field: "questions", Message: fmt.Sprintf("duplicate question name %q", q.Name)}
+		}
+		seen[q.Name] = true
+		if _, err := q.Options(); err != nil {
+			return err
+		}
+		if q.Instructions == "" {
+			return &RequestError{Question: q.Name, Field: "instructions", Message: "must not be empty"}
+		}
+		if !validUTF8(q.Instructions) {
+			return &RequestError{Question: q.Name, Field: "instructions", Message: "not valid UTF-8"}
+		}
+	}
+	return nil
+}
+
+// checkValue returns an error for the first non-finite float or invalid
+// UTF-8 string in v, or nil.
+func checkValue(v *Value, path *pathNode) *RequestError {
+	switch v.Kind {
+	case Float:
+		if p := checkFinite(v, path); p != nil {
+			return pathError(p, "non-finite number")
+		}
+	case String:
+		if !validUTF8(v.Str) {
+			return pathError(path, "string is not valid UTF-8")
+		}
+	case Array:
+		for i := range v.Arr {
+			if e := checkValue(&v.Arr[i], indexPath(path, i)); e != nil {
+				return e
+			}
+		}
+	case Object:
+		for i := range v.Obj {
+			if !validUTF8(v.Obj[i].Key) {
+				return pathError(path, "key is not valid UTF-8")
+			}
+			if e := checkValue(&v.Obj[i].Value, joinPath(path, v.Obj[i].Key)); e != nil {
+				return e
+			}
+		}
+	}
+	return nil
+}
+
+// Options returns the question's options in the order they are shown, or a
+// *RequestError when its type or criteria are wrong.
+func (q *Question) Options() ([]Option, error) {
+	bad := func(msg string) error { return &RequestError{Question: q.Name, Field: "criteria", Message: msg} }
+	c := &q.Criteria
+	switch q.Type {
+	case Noul:
+		empty := c.Kind == Null || c.Kind == Object && len(c.Obj) == 0 || c.Kind == Array && len(c.Arr) == 0
+		if !empty {
+			return nil, bad("a noul question takes no criteria (absent, null or empty), got " + c.Kind.String())
+		}
+		return noulOptions[:], nil
+	case Choice:
+		if c.Kind != Object {
+			return nil, bad("a choice question needs an object {id: label}, got " + c.Kind.String())
+		}
+		if n := len(c.Obj); n < MinOptions || n > MaxOptions {
+			return nil, bad(fmt.Sprintf("a choice question needs %d to %d options, got %d", MinOptions, MaxOptions, n))
+		}
+		opts := make([]Option, len(c.Obj))
+		seen := make(map[string]bool, len(c.Obj))
+		for i, m := range c.Obj {
+			if seen[m.Key] {
+				return nil, bad(fmt.Sprintf("duplicate option id %q", m.Key))
+			}
+			seen[m.Key] = true
+			if m.Value.Kind != String {
+				return nil, bad(fmt.Sprintf("option %q: the label must be a string, got %s", m.Key, m.Value.Kind))
+			}
+			if !validUTF8(m.Key) || !validUTF8(m.Value.Str) {
+				return nil, bad(fmt.Sprintf("option %d is not valid UTF-8", i))
+			}
+			opts[i] = Option{ID: m.Key, Label: m.Value.Str}
+		}
+		return opts, nil
+	case Score:
+		if c.Kind != Array {
+			return nil, bad("a score question needs a list of level labels, got " + c.Kind.String())
+		}
+		if n := len(c.Arr); n < MinOptions || n > MaxOptions {
+			return nil, bad(fmt.Sprintf("a score question needs %d to %d levels, got %d", MinOptions, MaxOptions, n))
+		}
+		opts := make([]Option, len(c.Arr))
+		for i, x := range c.Arr {
+			if x.Kind != String {
+				return nil, bad("level " + strconv.Itoa(i) + ": the label must be a string, got " + x.Kind.String())
+			}
+			if !validUTF8(x.Str) {
+				return nil, bad("level " + strconv.Itoa(i) + " is not valid UTF-8")
+			}
+			opts[i] = Option{ID: i, Label: x.Str}
+		}
+		return opts, nil
+	case "":
+		return nil, &RequestError{Question: q.Name, Field: "type", Message: "missing (noul, choice or score)"}
+	default:
+		return nil, &RequestError{Question: q.Name, Field: "type", Message: fmt.Sprintf("unknown type %q (want noul, choice or score)", string(q.Type))}
+	}
+}
