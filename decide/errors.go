@@ -10,6 +10,9 @@ import (
 // Field the field at fault ("evidence", "questions", "type", "criteria",
 // "instructions", or an unknown field's name).
 type RequestError struct {
+	// Item is 1 + the request's index when the problem is inside one request
+	// of a batch document that could not be read, 0 otherwise.
+	Item     int
 	Question string
 	Field    string
 	Message  string
@@ -20,6 +23,9 @@ type RequestError struct {
 func (e *RequestError) Error() string {
 	var b strings.Builder
 	b.WriteString("bad request: ")
+	if e.Item > 0 {
+		b.WriteString("request " + strconv.Itoa(e.Item-1) + ": ")
+	}
 	if e.Question != "" {
 		b.WriteString("question ")
 		b.WriteString(strconv.Quote(e.Question))
@@ -101,7 +107,7 @@ func pathError(p *pathNode, msg string) *RequestError {
 		segs = segs[1:]
 	}
 	if len(segs) > 0 && segs[0].index >= 0 {
-		e.Message = "request " + strconv.Itoa(segs[0].index) + ": " + msg
+		e.Item = segs[0].index + 1
 		segs = segs[1:]
 	}
 	if len(segs) == 0 {
