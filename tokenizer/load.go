@@ -1,0 +1,507 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+type fileJSON struct {
+	Version       *string          `json:"version"`
+	AddedTokens   []addedTokenJSON `json:"added_tokens"`
+	Normalizer    json.RawMessage  `json:"normalizer"`
+	PreTokenizer  json.RawMessage  `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage  `json:"post_processor"`
+	Decoder       json.RawMessage  `json:"decoder"`
+	Model         json.RawMessage  `json:"model"`
+}
+
+type addedTokenJSON struct {
+	ID         *int64  `json:"id"`
+	Content    *string `json:"content"`
+	SingleWord bool    `json:"single_word"`
+	Lstrip     bool    `json:"lstrip"`
+	Rstrip     bool    `json:"rstrip"`
+	Normalized *bool   `json:"normalized"`
+	Special    bool    `json:"special"`
+}
+
+type modelJSON struct {
+	Type                    string          `json:"type"`
+	Dropout                 *float64        `json:"dropout"`
+	UnkToken                *string         `json:"unk_token"`
+	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+	FuseUnk                 bool            `json:"fuse_unk"`
+	ByteFallback            bool            `json:"byte_fallback"`
+	IgnoreMerges            bool            `json:"ignore_merges"`
+	Vocab                   json.RawMessage `json:"vocab"`
+	Merges                  json.RawMessage `json:"merges"`
+}
+
+// componentJSON is any normalizer, pre-tokenizer, decoder or post-processor.
+type componentJSON struct {
+	Type          string            `json:"type"`
+	Normalizers   []json.RawMessage `json:"normalizers"`
+	Pretokenizers []json.RawMessage `json:"pretokenizers"`
+	Pattern       *struct {
+		Regex  *string `json:"Regex"`
+		String *string `json:"String"`
+	} `json:"pattern"`
+	Behavior       string `json:"behavior"`
+	Invert         bool   `json:"invert"`
+	AddPrefixSpace bool   `json:"add_prefix_space"`
+	UseRegex       *bool  `json:"use_regex"`
+}
+
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// FromJSON builds a tokenizer from the contents of a tokenizer.json file.
+func FromJSON(data []byte) (*Tokenizer, error) {
+	var f fileJSON
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, fmt.Errorf("parse tokenizer.json: %w", err)
+	}
+	if f.Version != nil && *f.Version != "1.0" {
+		return nil, fmt.Errorf("unknown tokenizer.json version %q (want 1.0)", *f.Version)
+	}
+	t := &Tokenizer{}
+	var err error
+	if t.norm, err = parseNormalizer(f.Normalizer); err != nil {
+		return nil, fmt.Errorf("normalizer: %w", err)
+	}
+	if t.pre, err = parsePreTokenizer(f.PreTokenizer); err != nil {
+		return nil, fmt.Errorf("pre_tokenizer: %w", err)
+	}
+	if err := checkPostProcessor(f.PostProcessor); err != nil {
+		return nil, fmt.Errorf("post_processor: %w", err)
+	}
+	if t.byteLevel, err = parseDecoder(f.Decoder); err != nil {
+		return nil, fmt.Errorf("decoder: %w", err)
+	}
+	if isNull(f.Model) {
+		return nil, errors.New("model: missing")
+	}
+	var mj modelJSON
+	if err := json.Unmarshal(f.Model, &mj); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if err := t.buildModel(&mj); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if err := t.buildAdded(f.AddedTokens); err != nil {
+		return nil, fmt.Errorf("added_tokens: %w", err)
+	}
+	t.buildDecoder()
+	return t, nil
+}
+
+func parseNormalizer(raw json.RawMessage) (normalizer, error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	var c componentJSON
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, err
+	}
+	switch c.Type {
+	case "NFC":
+		return unicodeNorm{norm.NFC}, nil
+	case "NFD":
+		return unicodeNorm{norm.NFD}, nil
+	case "NFKC":
+		return unicodeNorm{norm.NFKC}, nil
+	case "NFKD":
+		return unicodeNorm{norm.NFKD}, nil
+	case "Sequence":
+		var seq normSequence
+		for i, sub := range c.Normalizers {
+			n, err := parseNormalizer(sub)
+			if err != nil {
+				return nil, fmt.Errorf("sequence item %d: %w", i, err)
+			}
+			if n != nil {
+				seq = append(seq, n)
+			}
+		}
+		if len(seq) == 0 {
+			return nil, nil
+		}
+		return seq, nil
+	}
+	return nil, fmt.Errorf("unsupported normalizer type %q (supported: NFC, NFD, NFKC, NFKD, Sequence)", c.Type)
+}
+
+// parsePreTokenizer accepts Split pre-tokenizers followed by one ByteLevel,
+// alone or in a Sequence.
+func parsePreTokenizer(raw json.RawMessage) (preTokenizer, error) {
+	var p preTokenizer
+	if isNull(raw) {
+		return p, errors.New("missing: a byte-level BPE needs a ByteLevel pre-tokenizer")
+	}
+	var top componentJSON
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return p, err
+	}
+	items := []json.RawMessage{raw}
+	if top.Type == "Sequence" {
+		items = top.Pretokenizers
+	}
+	var splits []*splitStage
+	sawByteLevel := false
+	for i, item := range items {
+		var c componentJSON
+		if err := json.Unmarshal(item, &c); err != nil {
+			return p, fmt.Errorf("item %d: %w", i, err)
+		}
+		if sawByteLevel {
+			return p, fmt.Errorf("item %d (%s) comes after ByteLevel; only Split pre-tokenizers before one ByteLevel are supported", i, c.Type)
+		}
+		switch c.Type {
+		case "Split":
+			st, err := parseSplit(&c)
+			if err != nil {
+				return p, fmt.Errorf("item %d: %w", i, err)
+			}
+			splits = append(splits, st)
+			p.stages = append(p.stages, st)
+		case "ByteLevel":
+			sawByteLevel = true
+			if c.AddPrefixSpace {
+				p.stages = append(p.stages, prefixSpaceStage{})
+			}
+			if c.UseRegex == nil || *c.UseRegex { // Hugging Face's default is true
+				m, err := newMatcher(gpt2Pattern, false)
+				if err != nil {
+					return p, err
+				}
+				p.stages = append(p.stages, &splitStage{m: m, behavior: behaviorIsolated})
+			}
+		default:
+			return p, fmt.Errorf("unsupported pre-tokenizer type %q (supported: Split, ByteLevel, Sequence of them)", c.Type)
+		}
+	}
+	if !sawByteLevel {
+		return p, errors.New("no ByteLevel pre-tokenizer: only byte-level BPE is supported")
+	}
+	if len(p.stages) == 1 && len(splits) == 1 {
+		if qm, ok := splits[0].m.(*qwenMatcher); ok && splits[0].behavior == behaviorIsolated && !splits[0].invert {
+			p.fast = qm
+		}
+	}
+	return p, nil
+}
+
+func parseSplit(c *componentJSON) (*splitStage, error) {
+	if c.Pattern == nil {
+		return nil, errors.New("split without a pattern")
+	}
+	var m matcher
+	var err error
+	switch {
+	case c.Pattern.Regex != nil:
+		m, err = newMatcher(*c.Pattern.Regex, false)
+	case c.Pattern.String != nil:
+		m, err = newMatcher(*c.Pattern.String, true)
+	default:
+		return nil, errors.New(`split pattern is neither {"Regex": ...} nor {"String": ...}`)
+	}
+	if err != nil {
+		return nil, err
+	}
+	b, err := parseBehavior(c.Behavior)
+	if err != nil {
+		return nil, err
+	}
+	return &splitStage{m: m, behavior: b, invert: c.Invert}, nil
+}
+
+// checkPostProcessor accepts the post-processors that add nothing to the ids.
+func checkPostProcessor(raw json.RawMessage) error {
+	if isNull(raw) {
+		return nil
+	}
+	var c componentJSON
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return err
+	}
+	if c.Type == "ByteLevel" {
+		return nil // only adjusts offsets
+	}
+	return fmt.Errorf("unsupported post-processor type %q (supported: none, ByteLevel)", c.Type)
+}
+
+// parseDecoder reports whether the decoder is ByteLevel (else there is none).
+func parseDecoder(raw json.RawMessage) (bool, error) {
+	if isNull(raw) {
+		return false, nil
+	}
+	var c componentJSON
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return false, err
+	}
+	if c.Type == "ByteLevel" {
+		return true, nil
+	}
+	return false, fmt.Errorf("unsupported decoder type %q (supported: none, ByteLevel)", c.Type)
+}
+
+// parseMerges reads merges written as ["a", "b"] pairs or as "a b" strings.
+func parseMerges(raw json.RawMessage) ([][2]string, error) {
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, fmt.Errorf("merges: %w", err)
+	}
+	out := make([][2]string, 0, len(items))
+	legacy := len(items) > 0 && bytes.HasPrefix(bytes.TrimSpace(items[0]), []byte(`"`))
+	rank := 0
+	for i, it := range items {
+		if legacy {
+			var line string
+			if err := json.Unmarshal(it, &line); err != nil {
+				return nil, fmt.Errorf("merges[%d]: not a string like the first entry: %w", i, err)
+			}
+			if strings.HasPrefix(line, "#version") {
+				continue
+			}
+			rank++
+			a, b, ok := strings.Cut(line, " ")
+			if !ok || strings.Contains(b, " ") {
+				return nil, fmt.Errorf("merges[%d] = %q: want two tokens separated by one space (bad merge %d)", i, line, rank)
+			}
+			out = append(out, [2]string{a, b})
+			continue
+		}
+		var pair []string
+		if err := json.Unmarshal(it, &pair); err != nil || len(pair) != 2 {
+			return nil, fmt.Errorf("merges[%d] = %s: want a pair of token strings", i, it)
+		}
+		out = append(out, [2]string{pair[0], pair[1]})
+	}
+	return out, nil
+}
+
+func (t *Tokenizer) buildModel(mj *modelJSON) error {
+	if mj.Type != "" && mj.Type != "BPE" {
+		return fmt.Errorf("unsupported model type %q (only BPE)", mj.Type)
+	}
+	if isNull(mj.Vocab) {
+		return errors.New("missing vocab")
+	}
+	if isNull(mj.Merges) {
+		return errors.New("missing merges")
+	}
+	if mj.Dropout != nil && *mj.Dropout != 0 {
+		return fmt.Errorf("BPE dropout %v is not supported (encoding would be random)", *mj.Dropout)
+	}
+	if mj.ContinuingSubwordPrefix != nil && *mj.ContinuingSubwordPrefix != "" {
+		return fmt.Errorf("continuing_subword_prefix %q is not supported in a byte-level BPE", *mj.ContinuingSubwordPrefix)
+	}
+	if mj.EndOfWordSuffix != nil && *mj.EndOfWordSuffix != "" {
+		return fmt.Errorf("end_of_word_suffix %q is not supported in a byte-level BPE", *mj.EndOfWordSuffix)
+	}
+	var vocab map[string]int64
+	if err := json.Unmarshal(mj.Vocab, &vocab); err != nil {
+		return fmt.Errorf("vocab: %w", err)
+	}
+	if len(vocab) == 0 {
+		return errors.New("vocab is empty")
+	}
+	t.vocab = make(map[string]int32, len(vocab))
+	for tok, id := range vocab {
+		if id < 0 || id > math.MaxInt32-1 {
+			return fmt.Errorf("vocab: token %q has id %d out of range", tok, id)
+		}
+		t.vocab[tok] = int32(id)
+	}
+	merges, err := parseMerges(mj.Merges)
+	if err != nil {
+		return err
+	}
+
+	m := &bpeModel{merges: newMergeTable(len(merges)), unkID: -1, fuseUnk: mj.FuseUnk, ignoreMerges: mj.IgnoreMerges}
+	for rank, mg := range merges {
+		a, ok := t.vocab[mg[0]]
+		if !ok {
+			return fmt.Errorf("merges[%d] %q %q: unknown merge token %q (not in vocab)", rank, mg[0], mg[1], mg[0])
+		}
+		b, ok := t.vocab[mg[1]]
+		if !ok {
+			return fmt.Errorf("merges[%d] %q %q: unknown merge token %q (not in vocab)", rank, mg[0], mg[1], mg[1])
+		}
+		joined := mg[0] + mg[1]
+		id, ok := t.vocab[joined]
+		if !ok {
+			return fmt.Errorf("merges[%d] %q %q: merged token %q is not in vocab", rank, mg[0], mg[1], joined)
+		}
+		m.merges.put(a, b, uint32(rank), id)
+	}
+
+	chars := byteLevelChars()
+	m.allBytes = true
+	for b := 0; b < 256; b++ {
+		id, ok := t.vocab[string(chars[b])]
+		if !ok {
+			m.byteID[b] = -1
+			m.allBytes = false
+			continue
+		}
+		m.byteID[b] = id
+	}
+	if !m.allBytes {
+		if mj.ByteFallback {
+			for b := 0; b < 256; b++ {
+				if m.byteID[b] >= 0 {
+					continue
+				}
+				// Hugging Face looks up <0xXX> for each UTF-8 byte of the
+				// byte-level character, not for the byte itself.
+				var syms []int32
+				var buf [4]byte
+				n := utf8.EncodeRune(buf[:], chars[b])
+				for _, c := range buf[:n] {
+					id, ok := t.vocab[fmt.Sprintf("<0x%02X>", c)]
+					if !ok {
+						syms = nil
+						break
+					}
+					syms = append(syms, id)
+				}
+				m.byteSyms[b] = syms
+			}
+		}
+		if mj.UnkToken != nil {
+			id, ok := t.vocab[*mj.UnkToken]
+			if !ok {
+				return fmt.Errorf("unk_token %q is not in vocab", *mj.UnkToken)
+			}
+			m.unkID = id
+		}
+	}
+	if m.ignoreMerges {
+		dec := newByteLevelDecoder()
+		m.byteVocab = make(map[string]int32, len(t.vocab))
+		for tok, id := range t.vocab {
+			if raw, ok := dec.bytes(tok); ok {
+				m.byteVocab[string(raw)] = id
+			}
+		}
+	}
+	t.model = m
+	return nil
+}
+
+// buildAdded registers the added tokens as Hugging Face does when it reads a
+// tokenizer.json: each token keeps the id its content already has (as an
+// added token or in the vocabulary), else takes the next free id after the
+// vocabulary. (The ids written in the file are only compared, by Hugging
+// Face, for a warning.)
+func (t *Tokenizer) buildAdded(list []addedTokenJSON) error {
+	t.added = make(map[string]int32, len(list))
+	byID := make(map[int32]*addedToken, len(list))
+	var order []int32
+	next := int32(len(t.vocab))
+	for i, a := range list {
+		if a.Content == nil {
+			return fmt.Errorf("added_tokens[%d]: missing content", i)
+		}
+		if *a.Content == "" {
+			continue
+		}
+		tok := &addedToken{
+			content:    *a.Content,
+			singleWord: a.SingleWord,
+			lstrip:     a.Lstrip,
+			rstrip:     a.Rstrip,
+			normalized: a.Normalized == nil || *a.Normalized,
+			special:    a.Special,
+		}
+		if id, ok := t.added[tok.content]; ok {
+			if old := byID[id]; old != nil && sameAdded(old, tok) {
+				continue
+			}
+		}
+		id, ok := t.TokenID(tok.content)
+		if !ok {
+			id = next
+			next++
+		}
+		tok.id = id
+		t.added[tok.content] = id
+		if _, seen := byID[id]; !seen {
+			order = append(order, id)
+		}
+		byID[id] = tok
+	}
+	var raw, normed []addedPattern
+	for _, id := range order {
+		tok := byID[id]
+		if !tok.normalized {
+			raw = append(raw, addedPattern{tok.content, tok})
+			continue
+		}
+		text := tok.content
+		if t.norm != nil {
+			text = t.norm.normalize(text)
+		}
+		normed = append(normed, addedPattern{text, tok})
+	}
+	t.rawAdded = newAddedMatcher(raw)
+	t.normAdded = newAddedMatcher(normed)
+
+	// Ids to token strings, for decoding: added tokens (their normalized
+	// form when they are normalized) over the vocabulary.
+	n := 0
+	for _, id := range t.vocab {
+		n = max(n, int(id)+1)
+	}
+	for id := range byID {
+		n = max(n, int(id)+1)
+	}
+	t.idTokens = make([]string, n)
+	t.idKnown = make([]bool, n)
+	for tok, id := range t.vocab {
+		t.idTokens[id] = tok
+		t.idKnown[id] = true
+	}
+	for _, p := range append(raw, normed...) {
+		t.idTokens[p.tok.id] = p.text
+		t.idKnown[p.tok.id] = true
+	}
+	return nil
+}
+
+func sameAdded(a, b *addedToken) bool {
+	return a.content == b.content && a.singleWord == b.singleWord && a.lstrip == b.lstrip &&
+		a.rstrip == b.rstrip && a.normalized == b.normalized && a.special == b.special
+}
+
+// buildDecoder precomputes the bytes each id decodes to under the ByteLevel
+// decoder: the bytes its characters stand for, or the token's own UTF-8 when
+// some character is outside the byte-level alphabet.
+func (t *Tokenizer) buildDecoder() {
+	if !t.byteLevel {
+		return
+	}
+	dec := newByteLevelDecoder()
+	t.idOff = make([]uint32, len(t.idTokens)+1)
+	t.idBytes = make([]byte, 0, 4*len(t.idTokens))
+	for id, tok := range t.idTokens {
+		t.idOff[id] = uint32(len(t.idBytes))
+		if raw, ok := dec.bytes(tok); ok {
+			t.idBytes = append(t.idBytes, raw...)
+		} else {
+			t.idBytes = append(t.idBytes, tok...)
+		}
+	}
+	t.idOff[len(t.idTokens)] = uint32(len(t.idBytes))
+}
