@@ -1,0 +1,570 @@
+package decide
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/startlux/startlux/model"
+	"github.com/startlux/startlux/tensor"
+	"github.com/startlux/startlux/tokenizer"
+)
+
+// Engine limits and defaults.
+const (
+	// DefaultCacheLimit is the snapshot store's size when Options.CacheLimit is 0.
+	DefaultCacheLimit = 512 << 20
+	// MaxPassTokens bounds the padded tokens (rows × longest row) of one pass.
+	MaxPassTokens = 16384
+	// minPrefixSaving is the number of tokens a shared prefix must save,
+	// (rows − 1) × (prefix − base), before it runs once on its own.
+	minPrefixSaving = 192
+)
+
+// Options configures an [Engine].
+type Options struct {
+	// CacheLimit bounds the bytes of kept evidence snapshots: 0 means
+	// DefaultCacheLimit, < 0 keeps none.
+	CacheLimit int64
+	// Progress, if set, is called while the checkpoint's tensors are read.
+	Progress func(done, total int64)
+}
+
+// Info describes an open engine.
+type Info struct {
+	Name           string `json:"name"`            // the checkpoint's name
+	Path           string `json:"path"`            // its directory, or the name given to OpenFS
+	Format         string `json:"format"`          // the prompt format, jevfmt/1
+	Backend        string `json:"backend"`         // the compute backend's name
+	MaxPositions   int    `json:"max_positions"`   // the longest row the model takes (0: no limit)
+	PreambleTokens int    `json:"preamble_tokens"` // positions every row shares, run once at open
+}
+
+// Engine answers decision requests with one jevfmt/1 checkpoint. It is safe
+// for concurrent use; the model runs one pass at a time.
+type Engine struct {
+	cfg      *Config        // read-only after open
+	tok      Encoder        // read-only after open
+	m        *model.Model   // read-only after open
+	head     *tensor.Weight // the letter rows of the LM head
+	info     Info
+	preamble *snapshot // never released
+	store    *snapshotStore
+
+	// trace, when set (by tests), sees every row run: the request, the
+	// question, the row's full ids and its letter logits.
+	trace func(r *Request, q *Question, ids []int32, logits []float32)
+}
+
+// Open opens the jevfmt/1 checkpoint in dir on backend be.
+func Open(dir string, be tensor.Backend, opts Options) (*Engine, error) {
+	read := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) }
+	load := func() (*model.Model, error) {
+		return model.Load(dir, be, model.LoadOptions{Progress: opts.Progress})
+	}
+	e, err := open(read, load, Info{Name: filepath.Base(filepath.Clean(dir)), Path: dir}, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", dir, err)
+	}
+	return e, nil
+}
+
+// OpenFS opens a jevfmt/1 checkpoint from a file system whose root is the
+// checkpoint directory (the embedded demo model); name is shown in errors
+// and in Info.
+func OpenFS(fsys fs.FS, name string, be tensor.Backend, opts Options) (*Engine, error) {
+	read := func(file string) ([]byte, error) { return fs.ReadFile(fsys, file) }
+	load := func() (*model.Model, error) {
+		return model.LoadFS(fsys, name, be, model.LoadOptions{Progress: opts.Progress})
+	}
+	e, err := open(read, load, Info{Name: path.Base(name), Path: name}, opts)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", name, err)
+	}
+	return e, nil
+}
+
+func open(read func(string) ([]byte, error), load func() (*model.Model, error), info Info, opts Options) (*Engine, error) {
+	data, err := read(ConfigFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return nil, err
+	}
+	data, err = read("tokenizer.json")
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizer.FromJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("tokenizer.json: %w", err)
+	}
+	if err := cfg.checkLetters(tok, tok.VocabSize()); err != nil {
+		return nil, err
+	}
+	m, err := load()
+	if err != nil {
+		return nil, err
+	}
+	e, err := newEngine(cfg, tok, m, info, opts)
+	if err != nil {
+		m.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+func newEngine(cfg *Config, tok Encoder, m *model.Model, info Info, opts Options) (*Engine, error) {
+	for i, id := range cfg.LetterTokenIDs {
+		if id >= m.Config.Vocab {
+			return nil, fmt.Errorf("%s: letter_token_ids[%d] = %d is outside the model's vocabulary (%d)", ConfigFile, i, id, m.Config.Vocab)
+		}
+	}
+	limit := opts.CacheLimit
+	if limit == 0 {
+		limit = DefaultCacheLimit
+	}
+	e := &Engine{cfg: cfg, tok: tok, m: m, head: m.HeadRows(cfg.LetterTokenIDs), store: newSnapshotStore(limit)}
+	info.Format = cfg.Format
+	info.Backend = m.Backend().Name()
+	info.MaxPositions = m.Config.MaxPositions
+	pre := e.computePreamble()
+	st, err := m.Prefill(context.Background(), nil, pre)
+	if err != nil {
+		return nil, fmt.Errorf("preamble: %w", err)
+	}
+	e.preamble = &snapshot{ids: pre, state: st, bytes: st.Bytes(), refs: 1}
+	info.PreambleTokens = len(pre)
+	e.info = info
+	return e, nil
+}
+
+// computePreamble returns the longest token prefix shared by rows about
+// evidence of every JSON kind: the system turn and the start of the user
+// turn. (Rows are still checked one by one before the preamble is used.)
+func (e *Engine) computePreamble() []int32 {
+	probes := []string{`{}`, `{"a": 1}`, `[]`, `[1]`, `""`, `"a"`, `" "`, `0`, `-1`, `1.5`, `true`, `false`, `null`}
+	var pre []int32
+	for i, p := range probes {
+		ids := e.tok.Encode(e.cfg.renderRow(p, "?", []string{"a", "b"}))
+		if i == 0 {
+			pre = ids
+			continue
+		}
+		pre = pre[:commonPrefix(pre, ids)]
+	}
+	return pre[:len(pre):len(pre)]
+}
+
+func commonPrefix(a, b []int32) int {
+	n := min(len(a), len(b))
+	for i := 0; i < n; i++ {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
+}
+
+// Info describes the engine.
+func (e *Engine) Info() Info { return e.info }
+
+// Config returns the checkpoint's decision config; it must not be modified.
+func (e *Engine) Config() *Config { return e.cfg }
+
+// CacheStats returns the bytes held by kept evidence snapshots and the limit
+// (negative when the store is disabled).
+func (e *Engine) CacheStats() (used, limit int64) { return e.store.stats() }
+
+// ClearCache drops every kept evidence snapshot (those in use by a request
+// are freed when it finishes).
+func (e *Engine) ClearCache() { e.store.clear() }
+
+// Close frees the engine's snapshots and closes the model. No request may be
+// running or start afterwards.
+func (e *Engine) Close() error {
+	e.store.clear()
+	e.preamble.state.Free()
+	return e.m.Close()
+}
+
+// Decide answers one request.
+func (e *Engine) Decide(ctx context.Context, r *Request) (*Response, error) {
+	resps, errs := e.DecideBatch(ctx, []*Request{r})
+	return resps[0], errs[0]
+}
+
+// job is one request on its way through DecideBatch.
+type job struct {
+	req      *Request
+	err      error
+	evidence string
+	qs       []*qjob
+	cands    []*candidate // snapshots rows may start from, longest last
+	held     []*snapshot  // references to release at the end
+	tokens   int
+	done     time.Time
+}
+
+// candidate is a snapshot a job's rows may start from. pre marks snapshots
+// made before the request (they count as cached when used).
+type candidate struct {
+	sn   *snapshot
+	pre  bool
+	used bool
+}
+
+// qjob is one question of a job.
+type qjob struct {
+	q       *Question
+	opts    []Option
+	T       float64
+	rank    *ranking
+	first   [][]int32 // the first stage's row ids, tokenised by prepare
+	probs   [][]float64
+	pending int
+}
+
+// task is one row to run.
+type task struct {
+	j    *job
+	qj   *qjob
+	g    int
+	from *candidate // nil: from the start
+	rest []int32
+}
+
+// DecideBatch answers many requests at once: their rows are packed into
+// passes of at most MaxPassTokens padded tokens, longest rows first. The
+// i-th response or error belongs to the i-th request; a bad request does
+// not affect the others.
+func (e *Engine) DecideBatch(ctx context.Context, reqs []*Request) ([]*Response, []error) {
+	start := time.Now()
+	resps := make([]*Response, len(reqs))
+	errs := make([]error, len(reqs))
+	jobs := make([]*job, len(reqs))
+	for i, r := range reqs {
+		jobs[i] = e.prepare(r)
+	}
+	defer func() {
+		for _, j := range jobs {
+			for _, sn := range j.held {
+				e.store.release(sn)
+			}
+		}
+	}()
+	for _, j := range jobs {
+		if j.err == nil {
+			j.err = e.planPrefix(ctx, j)
+		}
+	}
+	if err := e.runStages(ctx, jobs); err != nil {
+		for _, j := range jobs {
+			if j.err == nil && j.done.IsZero() {
+				j.err = err
+			}
+		}
+	}
+	for i, j := range jobs {
+		if j.err != nil {
+			errs[i] = j.err
+			continue
+		}
+		resps[i] = e.response(j, start)
+	}
+	return resps, errs
+}
+
+// prepare validates a request, renders and tokenises the first rows of each
+// question and checks them against the model's limit.
+func (e *Engine) prepare(r *Request) *job {
+	j := &job{req: r}
+	if r == nil {
+		j.err = &RequestError{Message: "no request"}
+		return j
+	}
+	if err := r.Validate(); err != nil {
+		j.err = err
+		return j
+	}
+	ev, err := RenderJSON(&r.Evidence)
+	if err != nil {
+		j.err = err
+		return j
+	}
+	j.evidence = ev
+	limit := e.info.MaxPositions
+	tooLong := 0
+	var firstLong *RequestError
+	for i := range r.Questions {
+		q := &r.Questions[i]
+		opts, _ := q.Options() // validated above
+		qj := &qjob{q: q, opts: opts, T: e.cfg.TemperatureByType[string(q.Type)], rank: newRanking(len(opts), e.cfg.WideChoice)}
+		for _, g := range qj.rank.groups {
+			qj.first = append(qj.first, e.tok.Encode(e.rowText(j, qj, g)))
+		}
+		j.qs = append(j.qs, qj)
+		if limit <= 0 {
+			continue
+		}
+		longest := 0
+		for _, ids := range qj.first {
+			longest = max(longest, len(ids))
+		}
+		if len(opts) > e.cfg.WideChoice.Group {
+			longest = max(longest, e.wideBound(j, qj))
+		}
+		if longest > limit {
+			tooLong++
+			if firstLong == nil {
+				field := "instructions"
+				if q.Type != Noul {
+					field = "criteria"
+				}
+				firstLong = &RequestError{Question: q.Name, Field: field,
+					Message: fmt.Sprintf("its rows reach %d tokens with the evidence, the model takes at most %d", longest, limit)}
+			}
+		}
+	}
+	switch {
+	case tooLong == len(r.Questions) && tooLong > 0:
+		j.err = &RequestError{Field: "evidence", Message: fmt.Sprintf("too long: with it every question's row exceeds the model's limit of %d tokens (%s)", limit, firstLong.Message)}
+	case firstLong != nil:
+		j.err = firstLong
+	}
+	return j
+}
+
+// rowText renders the row ranking options g of a question.
+func (e *Engine) rowText(j *job, qj *qjob, g []int) string {
+	labels := make([]string, len(g))
+	for i, o := range g {
+		labels[i] = qj.opts[o].Label
+	}
+	return e.cfg.renderRow(j.evidence, qj.q.Instructions, labels)
+}
+
+// wideBound bounds the length of any later row of a wide question: a row of
+// the Group options with the longest labels, plus a token per line for
+// merges at the line edges.
+func (e *Engine) wideBound(j *job, qj *qjob) int {
+	idx := make([]int, len(qj.opts))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return len(qj.opts[idx[a]].Label) > len(qj.opts[idx[b]].Label) })
+	g := idx[:e.cfg.WideChoice.Group]
+	return len(e.tok.Encode(e.rowText(j, qj, g))) + len(g)
+}
+
+// planPrefix chooses the snapshots a job's rows start from: the preamble, a
+// kept snapshot of the rows' common prefix, and, when it saves at least
+// minPrefixSaving tokens, the common prefix run once now (and offered to the
+// store).
+func (e *Engine) planPrefix(ctx context.Context, j *job) error {
+	var rows [][]int32
+	for _, qj := range j.qs {
+		rows = append(rows, qj.first...)
+	}
+	c, minLen := len(rows[0]), len(rows[0])
+	for _, r := range rows[1:] {
+		c = min(c, commonPrefix(rows[0], r))
+		minLen = min(minLen, len(r))
+	}
+	c = min(c, minLen-1) // every row keeps a token to run
+	common := rows[0][:c]
+
+	var base *candidate
+	if isPrefix(e.preamble.ids, common) {
+		base = &candidate{sn: e.preamble, pre: true}
+		j.cands = append(j.cands, base)
+	}
+	if hit := e.store.lookup(common, c); hit != nil {
+		j.held = append(j.held, hit)
+		if base == nil || len(hit.ids) > len(base.sn.ids) {
+			base = &candidate{sn: hit, pre: true}
+			j.cands = append(j.cands, base)
+		}
+	}
+	baseLen := 0
+	var baseState *model.State
+	if base != nil {
+		baseLen, baseState = len(base.sn.ids), base.sn.state
+	}
+	if len(rows) < 2 || (len(rows)-1)*(c-baseLen) < minPrefixSaving {
+		return nil
+	}
+	st, err := e.m.Prefill(ctx, baseState, common[baseLen:])
+	if err != nil {
+		return fmt.Errorf("run the shared prefix: %w", err)
+	}
+	if base != nil {
+		base.used = true
+	}
+	j.tokens += c - baseLen
+	sn := newLocal(append([]int32(nil), common...), st)
+	j.held = append(j.held, sn)
+	e.store.keep(sn)
+	j.cands = append(j.cands, &candidate{sn: sn})
+	return nil
+}
+
+// runStages runs the rows of every job, stage after stage of the wide-choice
+// rule, until every question is answered. An error from the model ends it.
+func (e *Engine) runStages(ctx context.Context, jobs []*job) error {
+	first := true
+	for {
+		var tasks []task
+		for _, j := range jobs {
+			if j.err != nil || !j.done.IsZero() {
+				continue
+			}
+			for _, qj := range j.qs {
+				if qj.rank.done() || qj.pending > 0 {
+					continue
+				}
+				qj.probs = make([][]float64, len(qj.rank.groups))
+				qj.pending = len(qj.rank.groups)
+				for g, opts := range qj.rank.groups {
+					var ids []int32
+					if first {
+						ids = qj.first[g]
+					} else {
+						ids = e.tok.Encode(e.rowText(j, qj, opts))
+					}
+					tasks = append(tasks, e.makeTask(j, qj, g, ids))
+				}
+			}
+		}
+		first = false
+		if len(tasks) == 0 {
+			return nil
+		}
+		if err := e.runTasks(ctx, tasks); err != nil {
+			return err
+		}
+		now := time.Now()
+		for _, j := range jobs {
+			if j.err != nil || !j.done.IsZero() {
+				continue
+			}
+			all := true
+			for _, qj := range j.qs {
+				all = all && qj.rank.done()
+			}
+			if all {
+				j.done = now
+			}
+		}
+	}
+}
+
+// makeTask picks the longest snapshot a row starts with.
+func (e *Engine) makeTask(j *job, qj *qjob, g int, ids []int32) task {
+	t := task{j: j, qj: qj, g: g, rest: ids}
+	for _, c := range j.cands {
+		if len(c.sn.ids) < len(ids) && isPrefix(c.sn.ids, ids) && (t.from == nil || len(c.sn.ids) > len(t.from.sn.ids)) {
+			t.from = c
+		}
+	}
+	if t.from != nil {
+		t.from.used = true
+		t.rest = ids[len(t.from.sn.ids):]
+	}
+	return t
+}
+
+// runTasks runs rows in passes of at most MaxPassTokens padded tokens,
+// longest first, and hands each question its rows' probabilities.
+func (e *Engine) runTasks(ctx context.Context, tasks []task) error {
+	sort.SliceStable(tasks, func(a, b int) bool { return len(tasks[a].rest) > len(tasks[b].rest) })
+	for i := 0; i < len(tasks); {
+		n := 1
+		for i+n < len(tasks) && (n+1)*len(tasks[i].rest) <= MaxPassTokens {
+			n++
+		}
+		pass := tasks[i : i+n]
+		i += n
+		rows := make([]model.Row, len(pass))
+		for k, t := range pass {
+			rows[k] = model.Row{IDs: t.rest, Gather: []int{len(t.rest) - 1}}
+			if t.from != nil {
+				rows[k].Prefix = t.from.sn.state
+			}
+		}
+		out, err := e.m.Forward(ctx, rows, e.head)
+		if err != nil {
+			return err
+		}
+		for k, t := range pass {
+			t.j.tokens += len(t.rest)
+			if e.trace != nil {
+				full := t.rest
+				if t.from != nil {
+					full = append(append([]int32(nil), t.from.sn.ids...), t.rest...)
+				}
+				e.trace(t.j.req, t.qj.q, full, out[k])
+			}
+			n := len(t.qj.rank.groups[t.g])
+			t.qj.probs[t.g] = softmaxT(out[k][:n], t.qj.T)
+			t.qj.pending--
+			if t.qj.pending == 0 {
+				t.qj.rank.advance(t.qj.probs)
+			}
+		}
+	}
+	return nil
+}
+
+// response builds a finished job's response.
+func (e *Engine) response(j *job, start time.Time) *Response {
+	r := &Response{Tokens: j.tokens, CachedTokens: cachedPositions(j.cands), ElapsedMS: float64(j.done.Sub(start).Microseconds()) / 1000}
+	for _, qj := range j.qs {
+		r.Answers = append(r.Answers, makeAnswer(qj.q, qj.opts, qj.rank.probs))
+	}
+	return r
+}
+
+// cachedPositions counts the positions of the used snapshots made before
+// the request, each position once (the union of their prefixes).
+func cachedPositions(cands []*candidate) int {
+	var seqs [][]int32
+	for _, c := range cands {
+		if c.pre && c.used {
+			seqs = append(seqs, c.sn.ids)
+		}
+	}
+	sort.Slice(seqs, func(a, b int) bool { return lessIDs(seqs[a], seqs[b]) })
+	n := 0
+	for i, s := range seqs {
+		n += len(s)
+		if i > 0 {
+			n -= commonPrefix(seqs[i-1], s)
+		}
+	}
+	return n
+}
+
+func lessIDs(a, b []int32) bool {
+	for i := 0; i < min(len(a), len(b)); i++ {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return len(a) < len(b)
+}
+
+// IsBadRequest reports whether err is a problem with the request (a
+// *RequestError) rather than with the engine.
+func IsBadRequest(err error) bool {
+	var re *RequestError
+	return errors.As(err, &re)
+}
