@@ -1,0 +1,109 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/startlux/startlux/tensor"
+)
+
+func TestAttention(t *testing.T) {
+	rng := newRNG(t)
+	for _, tb := range backends(t) {
+		for _, c := range []struct {
+			b, t, heads, kvh, hd int
+			prefix               []int // per row; nil: no prefix
+		}{
+			{1, 1, 1, 1, 1, nil},
+			{1, 1, 2, 1, 8, []int{5}},
+			{2, 5, 4, 2, 16, nil},
+			{3, 65, 8, 2, 32, []int{0, 7, 7}}, // rows 1 and 2 share one prefix
+			{2, 63, 6, 3, 20, []int{64, 1}},
+			{1, 130, 2, 2, 64, nil},
+		} {
+			t.Run(fmt.Sprintf("%s/B%d,T%d,H%d/%d,hd%d,prefix%v", tb.name, c.b, c.t, c.heads, c.kvh, c.hd, c.prefix), func(t *testing.T) {
+				b := tb.b
+				n := c.b * c.t
+				q := randVec(rng, n*c.heads*c.hd, 1)
+				k := randVec(rng, n*c.kvh*c.hd, 1)
+				v := randVec(rng, n*c.kvh*c.hd, 1)
+				scale := float32(1 / math.Sqrt(float64(c.hd)))
+				args := tensor.AttnArgs{B: c.b, T: c.t, Heads: c.heads, KVHeads: c.kvh, HeadDim: c.hd, Scale: scale}
+				var pk, pv [][]float32
+				if c.prefix != nil {
+					args.Prefix = make([]tensor.KV, c.b)
+					pk, pv = make([][]float32, c.b), make([][]float32, c.b)
+					for r, l := range c.prefix {
+						if r > 0 && l == c.prefix[r-1] { // shared entry
+							args.Prefix[r], pk[r], pv[r] = args.Prefix[r-1], pk[r-1], pv[r-1]
+							continue
+						}
+						pk[r] = randVec(rng, l*c.kvh*c.hd, 1)
+						pv[r] = randVec(rng, l*c.kvh*c.hd, 1)
+						args.Prefix[r] = tensor.KV{K: upload(b, pk[r]), V: upload(b, pv[r]), Len: l}
+					}
+				}
+				want := make([]float64, n*c.heads*c.hd)
+				for r := range c.b {
+					p := 0
+					if c.prefix != nil {
+						p = c.prefix[r]
+					}
+					for h := range c.heads {
+						kvh := h / (c.heads / c.kvh)
+						key := func(j int) ([]float32, []float32) {
+							if j < p {
+								o := (j*c.kvh + kvh) * c.hd
+								return pk[r][o : o+c.hd], pv[r][o : o+c.hd]
+							}
+							o := ((r*c.t+j-p)*c.kvh + kvh) * c.hd
+							return k[o : o+c.hd], v[o : o+c.hd]
+						}
+						for i := range c.t {
+							qi := q[((r*c.t+i)*c.heads+h)*c.hd:][:c.hd]
+							nk := p + i + 1
+							s := make([]float64, nk)
+							mx := math.Inf(-1)
+							for j := range nk {
+								kj, _ := key(j)
+								for d := range c.hd {
+									s[j] += float64(qi[d]) * float64(kj[d])
+								}
+								s[j] *= float64(scale)
+								mx = max(mx, s[j])
+							}
+							var sum float64
+							for j := range s {
+								s[j] = math.Exp(s[j] - mx)
+								sum += s[j]
+							}
+							o := want[((r*c.t+i)*c.heads+h)*c.hd:][:c.hd]
+							for j := range nk {
+								_, vj := key(j)
+								for d := range c.hd {
+									o[d] += s[j] / sum * float64(vj[d])
+								}
+							}
+						}
+					}
+				}
+				var before [][]float32
+				for r := range pk {
+					before = append(before, download(t, b, args.Prefix[r].K))
+				}
+				out := b.Alloc(n * c.heads * c.hd)
+				b.Attention(out, upload(b, q), upload(b, k), upload(b, v), args)
+				checkClose(t, "Attention", download(t, b, out), want, 1e-5)
+				for r := range pk {
+					got := download(t, b, args.Prefix[r].K)
+					for i := range got {
+						if got[i] != before[r][i] {
+							t.Fatal("Attention wrote to a prefix")
+						}
+					}
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"math"
+	"sync"
+
+	"github.com/startlux/startlux/tensor"
+)
+
+// convertRows widens rows [r0, r1) of w into dst, row-major with w.Cols()
+// columns: the tile a MatMul multiplies. It handles every stored form
+// (F32, BF16, F16 and MLX affine-quantised U32) and agrees exactly with
+// tensor.Weight.Row.
+func convertRows(w *tensor.Weight, r0, r1 int, dst []float32) {
+	n := w.Cols()
+	rb := w.RowBytes()
+	if w.Quant != nil {
+		for r := r0; r < r1; r++ {
+			dequantRow(w, r, dst[(r-r0)*n:(r-r0+1)*n])
+		}
+		return
+	}
+	src := w.Data[r0*rb : r1*rb]
+	dst = dst[:(r1-r0)*n]
+	switch w.DType {
+	case tensor.BF16:
+		bf16ToF32(dst, src)
+	case tensor.F16:
+		f16ToF32(dst, src)
+	case tensor.F32:
+		f32FromBytes(dst, src)
+	default:
+		tensor.ConvertRow(dst, src, w.DType) // panics with the dtype
+	}
+}
+
+// bf16ToF32 widens len(dst) bfloat16 values from src.
+func bf16ToF32(dst []float32, src []byte) {
+	src = src[:2*len(dst)]
+	i := 0
+	for ; i+4 <= len(dst); i += 4 {
+		v := binary.LittleEndian.Uint64(src[2*i:])
+		d := dst[i : i+4 : i+4]
+		d[0] = math.Float32frombits(uint32(v) << 16)
+		d[1] = math.Float32frombits(uint32(v>>16) << 16)
+		d[2] = math.Float32frombits(uint32(v>>32) << 16)
+		d[3] = math.Float32frombits(uint32(v>>48) << 16)
+	}
+	for ; i < len(dst); i++ {
+		dst[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(src[2*i:])) << 16)
+	}
+}
+
+// f16Table maps every IEEE half bit pattern to its float32 value.
+var f16Table = sync.OnceValue(func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for i := range t {
+		t[i] = tensor.F16ToF32(uint16(i))
+	}
+	return &t
+})
+
+// f16ToF32 widens len(dst) half-precision values from src.
+func f16ToF32(dst []float32, src []byte) {
+	t := f16Table()
+	src = src[:2*len(dst)]
+	i := 0
+	for ; i+4 <= len(dst); i += 4 {
+		v := binary.LittleEndian.Uint64(src[2*i:])
+		d := dst[i : i+4 : i+4]
+		d[0] = t[uint16(v)]
+		d[1] = t[uint16(v>>16)]
+		d[2] = t[uint16(v>>32)]
+		d[3] = t[uint16(v>>48)]
+	}
+	for ; i < len(dst); i++ {
+		dst[i] = t[binary.LittleEndian.Uint16(src[2*i:])]
+	}
+}
+
+// f32FromBytes copies len(dst) little-endian float32 values from src.
+func f32FromBytes(dst []float32, src []byte) {
+	src = src[:4*len(dst)]
+	for i := range dst {
+		dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+	}
+}
+
+// dequantRow widens row r of an MLX affine-quantised weight into dst.
+func dequantRow(w *tensor.Weight, r int, dst []float32) {
+	q := w.Quant
+	n := w.Cols()
+	groups := n / q.Group
+	var sb [2 * 256]float32
+	var sc, bi []float32
+	if groups <= 256 {
+		sc, bi = sb[:groups], sb[256:256+groups]
+	} else {
+		sc, bi = make([]float32, groups), make([]float32, groups)
+	}
+	q.Scales.Row(r, sc)
+	q.Biases.Row(r, bi)
+	rb := w.RowBytes()
+	src := w.Data[r*rb : (r+1)*rb]
+	for g := range groups {
+		s, b := sc[g], bi[g]
+		d := dst[g*q.Group : (g+1)*q.Group]
+		c0 := g * q.Group
+		switch q.Bits {
+		case 8:
+			p := src[c0 : c0+q.Group]
+			for c := range d {
+				d[c] = s*float32(p[c]) + b
+			}
+		case 4:
+			p := src[c0/2 : c0/2+q.Group/2]
+			for c := 0; c < len(d); c += 2 {
+				v := p[c/2]
+				d[c] = s*float32(v&15) + b
+				d[c+1] = s*float32(v>>4) + b
+			}
+		case 2:
+			p := src[c0/4 : c0/4+q.Group/4]
+			for c := 0; c < len(d); c += 4 {
+				v := p[c/4]
+				d[c] = s*float32(v&3) + b
+				d[c+1] = s*float32(v>>2&3) + b
+				d[c+2] = s*float32(v>>4&3) + b
+				d[c+3] = s*float32(v>>6) + b
+			}
+		default:
+			for c := range d {
+				d[c] = s*float32(tensor.Unpack(src, q.Bits, c0+c)) + b
+			}
+		}
+	}
+}
+
+// weightRow widens row r of w into dst (any stored form).
+func weightRow(w *tensor.Weight, r int, dst []float32) { convertRows(w, r, r+1, dst) }
+
+// vec returns all elements of a small weight (norm scales, biases, conv
+// kernels) as float32.
+func vec(w *tensor.Weight) []float32 {
+	out := make([]float32, w.Elems())
+	if w.Quant != nil {
+		n := w.Cols()
+		for r := range w.Rows() {
+			dequantRow(w, r, out[r*n:(r+1)*n])
+		}
+		return out
+	}
+	convertRows(&tensor.Weight{DType: w.DType, Shape: []int{len(out)}, Data: w.Data}, 0, 1, out)
+	return out
+}

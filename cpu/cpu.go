@@ -1,0 +1,192 @@
+// Package cpu is StartLux's CPU compute backend: it implements
+// [tensor.Backend] with float32 activations in Go slices, GEMM through the
+// system BLAS loaded at run time with purego (OpenBLAS on Linux, Accelerate on
+// macOS) and a parallel pure-Go GEMM where no BLAS is found.
+//
+// Weights stay in their stored dtype. MatMul converts a tile of weight rows at
+// a time into a reused float32 scratch and multiplies it with sgemm, so no
+// float32 copy of a whole matrix ever exists.
+//
+// Every operation runs synchronously on the calling goroutine (fanning out to
+// worker goroutines inside), so Read and Sync only copy or return.
+package cpu
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/startlux/startlux/tensor"
+)
+
+// Options configures a Backend.
+type Options struct {
+	// Threads is the number of goroutines an operation fans out to;
+	// 0 means runtime.GOMAXPROCS(0).
+	Threads int
+	// NoBLAS forces the pure-Go GEMM even where a system BLAS is found.
+	NoBLAS bool
+}
+
+// Backend is the CPU implementation of [tensor.Backend].
+type Backend struct {
+	threads int
+	blas    *blasLib // nil: pure-Go GEMM
+	name    string
+
+	// scratch holds per-worker buffers, reused across calls; a forward pass
+	// uses the backend from one goroutine at a time (tensor.Backend's rule),
+	// so the pool only sees the workers of one operation.
+	scratch sync.Pool
+}
+
+var _ tensor.Backend = (*Backend)(nil)
+
+// New returns a CPU backend. It loads the system BLAS unless opts.NoBLAS is
+// set; failing to find one is not an error (the backend then names itself
+// "cpu-go").
+func New(opts Options) (*Backend, error) {
+	if opts.Threads < 0 {
+		return nil, fmt.Errorf("cpu: negative thread count %d", opts.Threads)
+	}
+	b := &Backend{threads: opts.Threads}
+	if b.threads == 0 {
+		b.threads = runtime.GOMAXPROCS(0)
+	}
+	if !opts.NoBLAS {
+		b.blas = systemBLAS()
+	}
+	if b.blas != nil {
+		b.name = "cpu (" + b.blas.name + ")"
+	} else {
+		b.name = "cpu-go"
+	}
+	return b, nil
+}
+
+// Name returns "cpu (<blas>)", or "cpu-go" for the pure-Go GEMM.
+func (b *Backend) Name() string { return b.name }
+
+// Threads returns the number of goroutines an operation fans out to.
+func (b *Backend) Threads() int { return b.threads }
+
+// buf is the Tensor of this backend.
+type buf struct{ d []float32 }
+
+func (t *buf) Len() int { return len(t.d) }
+
+// data returns the elements of a tensor of this backend.
+func data(t tensor.Tensor) []float32 {
+	if t == nil {
+		return nil
+	}
+	return t.(*buf).d
+}
+
+// Alloc returns a tensor of n float32 elements (zeroed, although callers may
+// not rely on it).
+func (b *Backend) Alloc(n int) tensor.Tensor { return &buf{d: make([]float32, n)} }
+
+// Free drops the tensor's memory; the tensor must not be used afterwards.
+func (b *Backend) Free(t tensor.Tensor) {
+	if t != nil {
+		t.(*buf).d = nil
+	}
+}
+
+// Write copies src into t[off : off+len(src)].
+func (b *Backend) Write(t tensor.Tensor, off int, src []float32) {
+	copy(data(t)[off:off+len(src)], src)
+}
+
+// Read copies t[off : off+len(dst)] into dst. Operations are synchronous, so
+// there is nothing to wait for.
+func (b *Backend) Read(ctx context.Context, t tensor.Tensor, off int, dst []float32) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	copy(dst, data(t)[off:off+len(dst)])
+	return nil
+}
+
+// Sync returns at once: every operation has finished when it returns.
+func (b *Backend) Sync(ctx context.Context) error { return ctx.Err() }
+
+// Copy copies rows × cols elements between strided views of two tensors.
+func (b *Backend) Copy(dst tensor.Tensor, dstOff, dstStride int, src tensor.Tensor, srcOff, srcStride, rows, cols int) {
+	d, s := data(dst), data(src)
+	for r := range rows {
+		copy(d[dstOff+r*dstStride:dstOff+r*dstStride+cols], s[srcOff+r*srcStride:srcOff+r*srcStride+cols])
+	}
+}
+
+// parallel runs fn(i) for i in [0, n) on up to b.threads goroutines, handing
+// out indices one at a time (so uneven tasks balance), and returns when all
+// have finished.
+func (b *Backend) parallel(n int, fn func(i int)) {
+	workers := min(b.threads, n)
+	if workers <= 1 {
+		for i := range n {
+			fn(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(workers)
+	for range workers {
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// parallelRange splits [0, n) into about b.threads contiguous ranges of at
+// least grain elements and runs fn on each.
+func (b *Backend) parallelRange(n, grain int, fn func(lo, hi int)) {
+	if n <= 0 {
+		return
+	}
+	parts := min(b.threads, max(1, n/max(grain, 1)))
+	if parts <= 1 {
+		fn(0, n)
+		return
+	}
+	step := (n + parts - 1) / parts
+	b.parallel(parts, func(p int) {
+		lo := p * step
+		hi := min(n, lo+step)
+		if lo < hi {
+			fn(lo, hi)
+		}
+	})
+}
+
+// scratchBuf is a growable float32 scratch owned by one worker at a time.
+type scratchBuf struct{ d []float32 }
+
+// getScratch returns a scratch of at least n elements; give it back with
+// putScratch.
+func (b *Backend) getScratch(n int) *scratchBuf {
+	s, _ := b.scratch.Get().(*scratchBuf)
+	if s == nil {
+		s = &scratchBuf{}
+	}
+	if cap(s.d) < n {
+		s.d = make([]float32, n)
+	}
+	s.d = s.d[:n]
+	return s
+}
+
+func (b *Backend) putScratch(s *scratchBuf) { b.scratch.Put(s) }

@@ -1,0 +1,204 @@
+package cpu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/startlux/startlux/tensor"
+)
+
+// deltaCase is the input of one gated delta rule run.
+type deltaCase struct {
+	b, t, nk, nv, dk, dv int
+	qkv, alpha, beta     []float32
+	aLog, dtBias         *tensor.Weight
+	state                [][]float32 // per row [nv, dk, dv]
+}
+
+func newDeltaCase(rng *rand.Rand, b, t, nk, nv, dk, dv int, zeroState bool) *deltaCase {
+	c := &deltaCase{b: b, t: t, nk: nk, nv: nv, dk: dk, dv: dv}
+	width := 2*nk*dk + nv*dv
+	c.qkv = randVec(rng, b*t*width, 1)
+	c.alpha = randVec(rng, b*t*nv, 1)
+	c.beta = randVec(rng, b*t*nv, 1.5)
+	al := make([]float32, nv)
+	for j := range al {
+		al[j] = float32(rng.Float64()*6 - 5) // exp(A_log) in [0.007, 2.7]: slow and fast decay
+	}
+	c.aLog = tensor.FromFloat32("A_log", tensor.F32, []int{nv}, al)
+	c.dtBias = tensor.FromFloat32("dt_bias", tensor.BF16, []int{nv}, randVec(rng, nv, 1))
+	c.state = make([][]float32, b)
+	for r := range c.state {
+		c.state[r] = make([]float32, nv*dk*dv)
+		if !zeroState {
+			c.state[r] = randVec(rng, nv*dk*dv, 0.3)
+		}
+	}
+	return c
+}
+
+// reference runs the per-token recurrence of qwen35.md §5.4 in float64 over
+// positions [t0, t1) of every row, starting from st (updated in place), and
+// writes the outputs of those positions to out ([b·t, nv·dv]).
+func (c *deltaCase) reference(st [][]float64, t0, t1 int, out []float64) {
+	width := 2*c.nk*c.dk + c.nv*c.dv
+	aL, dtb := f64s(c.aLog.Float32s()), f64s(c.dtBias.Float32s())
+	l2 := func(x []float32, scale float64) []float64 {
+		var s float64
+		for _, v := range x {
+			s += float64(v) * float64(v)
+		}
+		f := scale / math.Sqrt(s+1e-6)
+		y := make([]float64, len(x))
+		for i, v := range x {
+			y[i] = float64(v) * f
+		}
+		return y
+	}
+	for r := range c.b {
+		for t := t0; t < t1; t++ {
+			tok := r*c.t + t
+			row := c.qkv[tok*width : (tok+1)*width]
+			for j := range c.nv {
+				kh := j / (c.nv / c.nk)
+				q := l2(row[kh*c.dk:(kh+1)*c.dk], 1/math.Sqrt(float64(c.dk)))
+				k := l2(row[(c.nk+kh)*c.dk:(c.nk+kh+1)*c.dk], 1)
+				v := row[2*c.nk*c.dk+j*c.dv:][:c.dv]
+				beta := sigmoid64(float64(c.beta[tok*c.nv+j]))
+				x := float64(c.alpha[tok*c.nv+j]) + dtb[j]
+				sp := x
+				if x <= 20 {
+					sp = math.Log1p(math.Exp(x))
+				}
+				decay := math.Exp(-math.Exp(aL[j]) * sp)
+				S := st[r][j*c.dk*c.dv : (j+1)*c.dk*c.dv]
+				for i := range S {
+					S[i] *= decay
+				}
+				for e := range c.dv {
+					var m float64
+					for d := range c.dk {
+						m += S[d*c.dv+e] * k[d]
+					}
+					delta := beta * (float64(v[e]) - m)
+					for d := range c.dk {
+						S[d*c.dv+e] += k[d] * delta
+					}
+				}
+				o := out[tok*c.nv*c.dv+j*c.dv:][:c.dv]
+				for e := range c.dv {
+					var s float64
+					for d := range c.dk {
+						s += S[d*c.dv+e] * q[d]
+					}
+					o[e] = s
+				}
+			}
+		}
+	}
+}
+
+// run runs the backend over positions [t0, t1) of every row, with the
+// backend's state tensors sts.
+func (c *deltaCase) run(b *Backend, sts []tensor.Tensor, t0, t1, chunk int) []float32 {
+	width := 2*c.nk*c.dk + c.nv*c.dv
+	n := t1 - t0
+	sub := func(v []float32, w int) []float32 {
+		out := make([]float32, 0, c.b*n*w)
+		for r := range c.b {
+			out = append(out, v[(r*c.t+t0)*w:(r*c.t+t1)*w]...)
+		}
+		return out
+	}
+	out := b.Alloc(c.b * n * c.nv * c.dv)
+	b.GatedDelta(out, upload(b, sub(c.qkv, width)), upload(b, sub(c.alpha, c.nv)), upload(b, sub(c.beta, c.nv)),
+		c.aLog, c.dtBias, tensor.DeltaArgs{B: c.b, T: n, NK: c.nk, NV: c.nv, DK: c.dk, DV: c.dv, Chunk: chunk, State: sts})
+	got := make([]float32, c.b*n*c.nv*c.dv)
+	copy(got, data(out))
+	return got
+}
+
+func TestGatedDelta(t *testing.T) {
+	rng := newRNG(t)
+	for _, tb := range backends(t) {
+		for _, sh := range []struct {
+			b, t, nk, nv, dk, dv int
+			zero                 bool
+		}{
+			{1, 1, 1, 1, 4, 4, true},
+			{1, 1, 1, 2, 8, 6, false},
+			{2, 63, 2, 4, 16, 8, false},
+			{1, 64, 1, 1, 32, 32, false},
+			{2, 65, 2, 2, 16, 24, true},
+			{1, 130, 2, 6, 32, 16, false},
+			{1, 200, 1, 1, 128, 128, false},
+		} {
+			t.Run(fmt.Sprintf("%s/B%d,T%d,nk%d,nv%d,dk%d,dv%d,zero=%v", tb.name, sh.b, sh.t, sh.nk, sh.nv, sh.dk, sh.dv, sh.zero), func(t *testing.T) {
+				c := newDeltaCase(rng, sh.b, sh.t, sh.nk, sh.nv, sh.dk, sh.dv, sh.zero)
+				st64 := make([][]float64, c.b)
+				sts := make([]tensor.Tensor, c.b)
+				for r := range c.b {
+					st64[r] = f64s(c.state[r])
+					sts[r] = upload(tb.b, c.state[r])
+				}
+				want := make([]float64, c.b*c.t*c.nv*c.dv)
+				c.reference(st64, 0, c.t, want)
+				got := c.run(tb.b, sts, 0, c.t, 64)
+				checkClose(t, "out", got, want, 2e-5)
+				for r := range c.b {
+					checkClose(t, fmt.Sprintf("state[%d]", r), download(t, tb.b, sts[r]), st64[r], 2e-5)
+				}
+			})
+		}
+	}
+}
+
+// TestGatedDeltaResume checks that running a prefix and then the rest from
+// the carried state equals one pass, for splits inside and at chunk edges.
+func TestGatedDeltaResume(t *testing.T) {
+	rng := newRNG(t)
+	for _, tb := range backends(t) {
+		for _, split := range []int{1, 30, 64, 100} {
+			t.Run(fmt.Sprintf("%s/split%d", tb.name, split), func(t *testing.T) {
+				c := newDeltaCase(rng, 2, 130, 2, 4, 32, 16, false)
+				one := make([]tensor.Tensor, c.b)
+				two := make([]tensor.Tensor, c.b)
+				for r := range c.b {
+					one[r] = upload(tb.b, c.state[r])
+					two[r] = upload(tb.b, c.state[r])
+				}
+				whole := c.run(tb.b, one, 0, c.t, 64)
+				first := c.run(tb.b, two, 0, split, 64)
+				second := c.run(tb.b, two, split, c.t, 64)
+				w := c.nv * c.dv
+				for r := range c.b {
+					var joined []float32
+					joined = append(joined, first[r*split*w:(r+1)*split*w]...)
+					joined = append(joined, second[r*(c.t-split)*w:(r+1)*(c.t-split)*w]...)
+					checkClose(t, "resumed output", joined, f64s(whole[r*c.t*w:(r+1)*c.t*w]), 1e-5)
+					checkClose(t, "resumed state", download(t, tb.b, two[r]), f64s(download(t, tb.b, one[r])), 1e-5)
+				}
+			})
+		}
+	}
+}
+
+// TestGatedDeltaChunkSizes checks that the chunk length changes nothing but
+// rounding.
+func TestGatedDeltaChunkSizes(t *testing.T) {
+	rng := newRNG(t)
+	b, _ := New(Options{})
+	c := newDeltaCase(rng, 1, 100, 1, 2, 16, 16, false)
+	var ref []float32
+	for _, chunk := range []int{64, 1, 7, 128} {
+		sts := []tensor.Tensor{upload(b, c.state[0])}
+		got := c.run(b, sts, 0, c.t, chunk)
+		if ref == nil {
+			ref = got
+			continue
+		}
+		checkClose(t, fmt.Sprintf("chunk %d", chunk), got, f64s(ref), 1e-5)
+	}
+}

@@ -1,0 +1,145 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/startlux/startlux/tensor"
+)
+
+// elemGrain is the smallest slice of an elementwise operation worth a
+// goroutine.
+const elemGrain = 1 << 14
+
+// Embed gathers rows ids[i] of w into out[i·H : (i+1)·H].
+func (b *Backend) Embed(out tensor.Tensor, w *tensor.Weight, ids []int32) {
+	h := w.Cols()
+	od := data(out)
+	b.parallelRange(len(ids), 16, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			weightRow(w, int(ids[i]), od[i*h:(i+1)*h])
+		}
+	})
+}
+
+// Add computes dst[i] += src[i] for i < n.
+func (b *Backend) Add(dst, src tensor.Tensor, n int) {
+	d, s := data(dst)[:n], data(src)[:n]
+	b.parallelRange(n, elemGrain, func(lo, hi int) {
+		dd, ss := d[lo:hi], s[lo:hi]
+		for i := range dd {
+			dd[i] += ss[i]
+		}
+	})
+}
+
+// SwiGLU computes out[i] = silu(gate[i]) · up[i] for i < n.
+func (b *Backend) SwiGLU(out, gate, up tensor.Tensor, n int) {
+	o, g, u := data(out)[:n], data(gate)[:n], data(up)[:n]
+	b.parallelRange(n, elemGrain, func(lo, hi int) {
+		oo, gg, uu := o[lo:hi], g[lo:hi], u[lo:hi]
+		for i := range oo {
+			oo[i] = silu(gg[i]) * uu[i]
+		}
+	})
+}
+
+// SigmoidMul computes x[i] *= sigmoid(gate[i]) for i < n.
+func (b *Backend) SigmoidMul(x, gate tensor.Tensor, n int) {
+	xd, g := data(x)[:n], data(gate)[:n]
+	b.parallelRange(n, elemGrain, func(lo, hi int) {
+		xx, gg := xd[lo:hi], g[lo:hi]
+		for i := range xx {
+			xx[i] *= sigmoid(gg[i])
+		}
+	})
+}
+
+// RMSNorm computes out[r,:] = x[r,:] / sqrt(mean(x[r,:]²) + eps) · (shift + w).
+func (b *Backend) RMSNorm(out, x tensor.Tensor, w *tensor.Weight, rows, n int, eps, shift float32) {
+	wv := vec(w)[:n]
+	for i := range wv {
+		wv[i] += shift
+	}
+	xd, od := data(x)[:rows*n], data(out)[:rows*n]
+	b.parallelRange(rows, max(1, elemGrain/max(n, 1)), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			xr, or := xd[r*n:(r+1)*n], od[r*n:(r+1)*n]
+			s := rmsScale(xr, eps)
+			for i, v := range xr {
+				or[i] = v * s * wv[i]
+			}
+		}
+	})
+}
+
+// GatedRMSNorm computes out[r,:] = w · rms(x[r,:]) · silu(z[r,:]).
+func (b *Backend) GatedRMSNorm(out, x, z tensor.Tensor, w *tensor.Weight, rows, n int, eps float32) {
+	wv := vec(w)[:n]
+	xd, zd, od := data(x)[:rows*n], data(z)[:rows*n], data(out)[:rows*n]
+	b.parallelRange(rows, max(1, elemGrain/max(n, 1)), func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			xr, zr, or := xd[r*n:(r+1)*n], zd[r*n:(r+1)*n], od[r*n:(r+1)*n]
+			s := rmsScale(xr, eps)
+			for i, v := range xr {
+				or[i] = wv[i] * (v * s) * silu(zr[i])
+			}
+		}
+	})
+}
+
+// rmsScale returns 1/sqrt(mean(x²) + eps), accumulating in float64.
+func rmsScale(x []float32, eps float32) float32 {
+	var ss float64
+	for _, v := range x {
+		ss += float64(v) * float64(v)
+	}
+	return float32(1 / math.Sqrt(float64(float32(ss/float64(len(x))))+float64(eps)))
+}
+
+// RoPE rotates the first rd dims of every head of x in rotate-half pairs
+// (i, i+rd/2) by pos·inv_freq[i], all in float32 as PyTorch computes it.
+func (b *Backend) RoPE(x tensor.Tensor, pos []int32, heads, hd, rd int, theta float32) {
+	half := rd / 2
+	inv := ropeInvFreq(rd, theta)
+	xd := data(x)[:len(pos)*heads*hd]
+	b.parallelRange(len(pos), 8, func(lo, hi int) {
+		cs := make([]float32, 2*half)
+		cos, sin := cs[:half], cs[half:]
+		for t := lo; t < hi; t++ {
+			p := float32(pos[t])
+			for i := range half {
+				a := p * inv[i]
+				cos[i] = float32(math.Cos(float64(a)))
+				sin[i] = float32(math.Sin(float64(a)))
+			}
+			for h := range heads {
+				v := xd[(t*heads+h)*hd:]
+				x1, x2 := v[:half], v[half:rd]
+				for i := range half {
+					a, c := x1[i], x2[i]
+					x1[i] = a*cos[i] - c*sin[i]
+					x2[i] = c*cos[i] + a*sin[i]
+				}
+			}
+		}
+	})
+}
+
+// ropeInvFreq returns inv_freq[i] = 1 / theta^(float32(2i)/rd) for i < rd/2,
+// rounded to float32 at each step as PyTorch's
+// 1.0 / (theta ** (arange(0, rd, 2).float() / rd)).
+func ropeInvFreq(rd int, theta float32) []float32 {
+	inv := make([]float32, rd/2)
+	for i := range inv {
+		e := float32(2*i) / float32(rd)
+		p := float32(math.Pow(float64(theta), float64(e)))
+		inv[i] = 1 / p
+	}
+	return inv
+}
+
+// sigmoid returns 1 / (1 + e^−x) in float32.
+func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
+
+// silu returns x · sigmoid(x).
+func silu(x float32) float32 { return x * sigmoid(x) }
