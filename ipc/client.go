@@ -189,16 +189,16 @@ func (cl *Client) write(ctx context.Context, body []byte) error {
 	}
 	cl.wmu.Lock()
 	defer cl.wmu.Unlock()
-	if err := cl.c.SetWriteDeadline(deadline); err != nil {
-		cl.fail(fmt.Errorf("%w: %v", ErrClosed, err))
-		return err
+	err := cl.c.SetWriteDeadline(deadline)
+	if err == nil {
+		err = WriteFrame(cl.c, body)
 	}
-	if err := WriteFrame(cl.c, body); err != nil {
+	if err != nil {
 		// A partial frame leaves the stream unusable.
-		cl.fail(fmt.Errorf("%w: write: %v", ErrClosed, err))
-		return err
+		err = fmt.Errorf("%w: write: %v", ErrClosed, err)
+		cl.fail(err)
 	}
-	return nil
+	return err
 }
 
 // decodeResult decodes a result into the caller's value.

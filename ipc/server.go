@@ -281,6 +281,7 @@ func (sc *serverConn) serve() {
 		if err != nil {
 			if errors.Is(err, ErrFrameTooLarge) {
 				sc.write(appendResponse(nil, 0, false, nil, Errorf(CodeFrameTooLarge, "%v", err)))
+				sc.linger()
 			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				s.opts.Logger.Info("connection dropped", "err", err)
 			}
@@ -308,6 +309,15 @@ func (sc *serverConn) serve() {
 			sc.handle(&req)
 		}()
 	}
+}
+
+// linger half-closes the connection and drains what the client still
+// sends for a moment, so that closing does not reset the connection before
+// the client has read the error just written.
+func (sc *serverConn) linger() {
+	_ = sc.c.CloseWrite()
+	_ = sc.c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	_, _ = io.CopyN(io.Discard, sc.c, 1<<20)
 }
 
 // readFrame reads one frame, giving the whole frame ReadTimeout from its
