@@ -302,7 +302,7 @@ func (e *Engine) prepare(r *Request) *job {
 	}
 	j.evidence = ev
 	limit := e.info.MaxPositions
-	tooLong := 0
+	tooLong, shortest := 0, 0
 	var firstLong *RequestError
 	for i := range r.Questions {
 		q := &r.Questions[i]
@@ -322,21 +322,25 @@ func (e *Engine) prepare(r *Request) *job {
 		if len(opts) > e.cfg.WideChoice.Group {
 			longest = max(longest, e.wideBound(j, qj))
 		}
-		if longest > limit {
-			tooLong++
-			if firstLong == nil {
-				field := "instructions"
-				if q.Type != Noul {
-					field = "criteria"
-				}
-				firstLong = &RequestError{Question: q.Name, Field: field,
-					Message: fmt.Sprintf("its rows reach %d tokens with the evidence, the model takes at most %d", longest, limit)}
+		if longest <= limit {
+			continue
+		}
+		if tooLong == 0 || longest < shortest {
+			shortest = longest
+		}
+		tooLong++
+		if firstLong == nil {
+			field := "instructions"
+			if q.Type != Noul {
+				field = "criteria"
 			}
+			firstLong = &RequestError{Question: q.Name, Field: field,
+				Message: fmt.Sprintf("its rows reach %d tokens (evidence included); the model takes at most %d", longest, limit)}
 		}
 	}
 	switch {
-	case tooLong == len(r.Questions) && tooLong > 0:
-		j.err = &RequestError{Field: "evidence", Message: fmt.Sprintf("too long: with it every question's row exceeds the model's limit of %d tokens (%s)", limit, firstLong.Message)}
+	case tooLong > 0 && tooLong == len(r.Questions):
+		j.err = &RequestError{Field: "evidence", Message: fmt.Sprintf("too long: every question's row exceeds the model's limit of %d tokens (the shortest has %d)", limit, shortest)}
 	case firstLong != nil:
 		j.err = firstLong
 	}
@@ -352,8 +356,9 @@ func (e *Engine) rowText(j *job, qj *qjob, g []int) string {
 	return e.cfg.renderRow(j.evidence, qj.q.Instructions, labels)
 }
 
-// wideBound bounds the length of any later row of a wide question: a row of
-// the Group options with the longest labels, plus a token per line for
+// wideBound bounds the length of any later row of a wide question. Such a
+// row shows at most min(Group, groups × Keep) survivors; the bound is a row
+// of that many options with the longest labels, plus a token per line for
 // merges at the line edges.
 func (e *Engine) wideBound(j *job, qj *qjob) int {
 	idx := make([]int, len(qj.opts))
@@ -361,7 +366,8 @@ func (e *Engine) wideBound(j *job, qj *qjob) int {
 		idx[i] = i
 	}
 	sort.SliceStable(idx, func(a, b int) bool { return len(qj.opts[idx[a]].Label) > len(qj.opts[idx[b]].Label) })
-	g := idx[:e.cfg.WideChoice.Group]
+	w := e.cfg.WideChoice
+	g := idx[:min(w.Group, len(qj.rank.groups)*w.Keep, len(idx))]
 	return len(e.tok.Encode(e.rowText(j, qj, g))) + len(g)
 }
 
