@@ -1,0 +1,253 @@
+package metal
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+//go:embed emu/prelude.h
+var emuPrelude string
+
+//go:embed emu/runtime.cpp
+var emuRuntime string
+
+// emuCompilers are tried in order when Options.Compiler is empty.
+var emuCompilers = []string{"clang++-19", "/usr/bin/clang++-19", "clang++"}
+
+// emuFlags are the compiler flags of both translation units.
+var emuFlags = []string{"-std=c++17", "-O2", "-fPIC", "-w", "-fno-strict-aliasing", "-ffp-contract=off"}
+
+// emuLib is a loaded emulator library.
+type emuLib struct {
+	dispatch uintptr
+	entries  map[string]uintptr
+}
+
+// emuLibs caches loaded libraries by path, so that many backends in one
+// process share one load (the library is never unloaded).
+var emuLibs sync.Map // path → *emuLib
+
+// findCompiler returns the C++ compiler to use.
+func findCompiler(opt string) (string, error) {
+	if opt != "" {
+		p, err := exec.LookPath(opt)
+		if err != nil {
+			return "", fmt.Errorf("metal emulator: compiler %q: %w", opt, err)
+		}
+		return p, nil
+	}
+	for _, c := range emuCompilers {
+		if p, err := exec.LookPath(c); err == nil {
+			if c == "clang++" && !isClang19(p) {
+				continue
+			}
+			return p, nil
+		}
+	}
+	return "", errors.New("metal emulator: clang-19 not found (install clang-19, e.g. apt-get install clang-19, or set Options.Compiler)")
+}
+
+func isClang19(path string) bool {
+	out, err := exec.Command(path, "--version").Output()
+	return err == nil && strings.Contains(string(out), "version 19.")
+}
+
+// buildEmu compiles (or finds in the cache) the emulator library for the
+// embedded kernels and loads it.
+func buildEmu(ctx context.Context, opts Options) (*emuLib, []kernelEntry, error) {
+	src, err := librarySource()
+	if err != nil {
+		return nil, nil, err
+	}
+	ks, err := parseKernels(src)
+	if err != nil {
+		return nil, nil, fmt.Errorf("metal emulator: parse kernels: %w", err)
+	}
+	cxx, err := findCompiler(opts.Compiler)
+	if err != nil {
+		return nil, nil, err
+	}
+	unit := src + "\n// ---- generated entries ----\n" + emuEntries(ks)
+	h := sha256.New()
+	for _, s := range []string{cxx, strings.Join(emuFlags, " "), emuPrelude, emuRuntime, unit, runtime.GOOS, runtime.GOARCH} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	key := hex.EncodeToString(h.Sum(nil))[:24]
+	dir := opts.CacheDir
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil || base == "" {
+			base = os.TempDir()
+		}
+		dir = filepath.Join(base, "startlux", "metal-emu")
+	}
+	dir = filepath.Join(dir, key)
+	lib := filepath.Join(dir, "kernels.so")
+	if l, ok := emuLibs.Load(lib); ok {
+		return l.(*emuLib), ks, nil
+	}
+	if _, err := os.Stat(lib); err != nil {
+		if err := compileEmu(ctx, cxx, dir, lib, unit); err != nil {
+			return nil, nil, err
+		}
+	}
+	l, err := loadEmu(lib, ks)
+	if err != nil {
+		return nil, nil, err
+	}
+	actual, _ := emuLibs.LoadOrStore(lib, l)
+	return actual.(*emuLib), ks, nil
+}
+
+// compileEmu builds the library in a fresh temporary directory and renames
+// it into place, so that concurrent builds never see a partial file.
+func compileEmu(ctx context.Context, cxx, dir, lib, unit string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("metal emulator: cache dir: %w", err)
+	}
+	tmp, err := os.MkdirTemp(dir, "build-")
+	if err != nil {
+		return fmt.Errorf("metal emulator: cache dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	inc := filepath.Join(tmp, "include")
+	files := map[string]string{
+		filepath.Join(inc, "metal_stdlib"): "#pragma once\n" + emuPrelude,
+		filepath.Join(tmp, "kernels.cpp"):  unit,
+		filepath.Join(tmp, "runtime.cpp"):  emuRuntime,
+	}
+	if err := os.MkdirAll(inc, 0o755); err != nil {
+		return fmt.Errorf("metal emulator: %w", err)
+	}
+	for p, s := range files {
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			return fmt.Errorf("metal emulator: %w", err)
+		}
+	}
+	// The two translation units compile in parallel, then link.
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, name := range []string{"kernels", "runtime"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			args := append(append([]string{}, emuFlags...), "-I", inc, "-c", "-o", filepath.Join(tmp, name+".o"), filepath.Join(tmp, name+".cpp"))
+			out, err := exec.CommandContext(ctx, cxx, args...).CombinedOutput()
+			if err != nil {
+				errs[i] = fmt.Errorf("metal emulator: compile %s.cpp: %w\n%s", name, err, out)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	so := filepath.Join(tmp, "kernels.so")
+	out, err := exec.CommandContext(ctx, cxx, "-shared", "-o", so, filepath.Join(tmp, "kernels.o"), filepath.Join(tmp, "runtime.o"), "-lpthread").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("metal emulator: link: %w\n%s", err, out)
+	}
+	if err := os.Rename(so, lib); err != nil {
+		return fmt.Errorf("metal emulator: %w", err)
+	}
+	return nil
+}
+
+// emuBuf is an emulator buffer: plain Go memory, which does not move.
+type emuBuf struct {
+	data []byte
+}
+
+// emuDriver runs kernels on the CPU through the emulator library. Work runs
+// as it is issued; errors are kept until the next wait.
+type emuDriver struct {
+	lib  *emuLib
+	err  error
+	args [32]uintptr
+	errb [512]byte
+	dims [6]uint32
+}
+
+func (d *emuDriver) name() string { return "metal-emu" }
+
+func (d *emuDriver) alloc(size int) (buffer, error) {
+	// Keep at least 16 bytes so that every buffer has an address.
+	return &emuBuf{data: make([]byte, max(size, 16))}, nil
+}
+
+func (d *emuDriver) host(b buffer) []byte { return b.(*emuBuf).data }
+
+func (d *emuDriver) free(buffer) {}
+
+func (d *emuDriver) weight(data []byte) (buffer, int, error) {
+	if len(data) == 0 {
+		return &emuBuf{data: make([]byte, 16)}, 0, nil
+	}
+	return &emuBuf{data: data}, 0, nil
+}
+
+func (d *emuDriver) idle() bool { return true }
+
+func (d *emuDriver) dispatch(kernel string, groups, threads [3]int, binds []binding) {
+	if d.err != nil {
+		return
+	}
+	entry, ok := d.lib.entries[kernel]
+	if !ok {
+		d.err = fmt.Errorf("metal emulator: no kernel %q", kernel)
+		return
+	}
+	for i := range d.args {
+		d.args[i] = 0
+	}
+	var pins []any
+	for _, b := range binds {
+		var p []byte
+		if b.bytes != nil {
+			p = b.bytes
+		} else {
+			p = b.buf.(*emuBuf).data[b.off:]
+		}
+		if len(p) == 0 {
+			p = make([]byte, 16)
+		}
+		pins = append(pins, p)
+		d.args[b.index] = uintptr(unsafe.Pointer(&p[0]))
+	}
+	for i := range 3 {
+		d.dims[i] = uint32(groups[i])
+		d.dims[3+i] = uint32(threads[i])
+	}
+	rc := callDispatch(d.lib.dispatch, entry, &d.args[0], &d.dims[0], &d.dims[3], &d.errb[0], len(d.errb))
+	runtime.KeepAlive(pins)
+	if rc != 0 {
+		msg := d.errb[:]
+		if i := strings.IndexByte(string(msg), 0); i >= 0 {
+			msg = msg[:i]
+		}
+		d.err = fmt.Errorf("metal emulator: kernel %s: %s", kernel, msg)
+	}
+}
+
+func (d *emuDriver) wait(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	err := d.err
+	d.err = nil
+	return err
+}
+
+func (d *emuDriver) close() {}
