@@ -12,13 +12,13 @@ import (
 // from its top level.
 type Config struct {
 	Hidden, Layers, Intermediate, Vocab int
-	Heads, KVHeads, HeadDim, RopeDim     int
-	RopeTheta                            float64
-	Eps                                  float32
-	Linear                               []bool // per layer: true = Gated DeltaNet, false = full attention
-	NK, NV, DK, DV, ConvK                int
-	Tied                                 bool
-	MaxPositions                         int
+	Heads, KVHeads, HeadDim, RopeDim    int
+	RopeTheta                           float64
+	Eps                                 float32
+	Linear                              []bool // per layer: true = Gated DeltaNet, false = full attention
+	NK, NV, DK, DV, ConvK               int
+	Tied                                bool
+	MaxPositions                        int
 }
 
 // quantSpec is the MLX "quantization" block of config.json (qwen35.md §2.3).

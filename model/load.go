@@ -106,7 +106,7 @@ type stored struct {
 	info *safetensors.Info
 }
 
-func load(src source, name string, be tensor.Backend, opts LoadOptions) (m *Model, err error) {
+func load(src source, name string, be tensor.Backend, opts LoadOptions) (_ *Model, err error) {
 	cfgData, err := src.readFile("config.json")
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", name, err)
@@ -115,11 +115,10 @@ func load(src source, name string, be tensor.Backend, opts LoadOptions) (m *Mode
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", name, err)
 	}
-	m = &Model{Config: cfg, name: name, be: be}
+	m := &Model{Config: cfg, name: name, be: be}
 	defer func() {
 		if err != nil {
 			m.Close()
-			m = nil
 		}
 	}()
 	all, err := m.openFiles(src)

@@ -2,8 +2,8 @@ package safetensors
 
 import (
 	"bytes"
-	"io"
 	"encoding/binary"
+	"io"
 	"math"
 	"os"
 	"path/filepath"

@@ -1,0 +1,219 @@
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/startlux/startlux/cpu"
+	"github.com/startlux/startlux/model/safetensors"
+	"github.com/startlux/startlux/tensor"
+)
+
+const (
+	tinyDir    = "../testdata/tiny-qwen35"
+	tinyVLDir  = "../testdata/tiny-qwen35-vl"
+	demoDir    = "../testdata/demo-decision"
+	goldenFile = "../testdata/goldens/tiny-qwen35.goldens.safetensors"
+)
+
+func newBackend(t testing.TB) tensor.Backend {
+	t.Helper()
+	be, err := cpu.New(cpu.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return be
+}
+
+func loadTiny(t testing.TB, dir string) *Model {
+	t.Helper()
+	m, err := Load(dir, newBackend(t), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m
+}
+
+// golden is one case of the goldens file.
+type golden struct {
+	name   string
+	ids    []int32
+	layers [][]float32 // per layer, [T, H]
+	norm   []float32
+	logits []float32
+}
+
+func readGoldens(t testing.TB, path string, layers int) []golden {
+	t.Helper()
+	f, err := safetensors.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []golden
+	for _, n := range f.Names() {
+		cs, ok := cutSuffix(n, ".ids")
+		if !ok {
+			continue
+		}
+		g := golden{name: cs}
+		info := f.Tensor(n)
+		if info.DType != tensor.I32 {
+			t.Fatalf("%s is %s", n, info.DType)
+		}
+		for i := range info.Elems() {
+			d := info.Data[4*i:]
+			g.ids = append(g.ids, int32(uint32(d[0])|uint32(d[1])<<8|uint32(d[2])<<16|uint32(d[3])<<24))
+		}
+		get := func(k string) []float32 {
+			ti := f.Tensor(cs + "." + k)
+			if ti == nil {
+				return nil
+			}
+			return ti.Weight().Float32s()
+		}
+		for i := range layers {
+			g.layers = append(g.layers, get("layer."+itoa(i)))
+		}
+		g.norm, g.logits = get("norm"), get("logits_last")
+		out = append(out, g)
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s: no cases", path)
+	}
+	return out
+}
+
+func cutSuffix(s, suf string) (string, bool) {
+	if len(s) >= len(suf) && s[len(s)-len(suf):] == suf {
+		return s[:len(s)-len(suf)], true
+	}
+	return s, false
+}
+
+func itoa(i int) string {
+	b, _ := json.Marshal(i)
+	return string(b)
+}
+
+// maxRel returns the largest ‖a−b‖/‖b‖ over consecutive vectors of length n.
+func maxRel(a, b []float32, n int) float64 {
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
+	worst := 0.0
+	for off := 0; off < len(b); off += n {
+		var d, s float64
+		for i := off; i < off+n; i++ {
+			x := float64(a[i]) - float64(b[i])
+			d += x * x
+			s += float64(b[i]) * float64(b[i])
+		}
+		r := math.Sqrt(d / max(s, 1e-30))
+		if math.IsNaN(r) {
+			return math.Inf(1)
+		}
+		worst = max(worst, r)
+	}
+	return worst
+}
+
+func seq(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
+
+// hidden runs ids (after prefix) as one row and returns every position's
+// final normed hidden state.
+func hidden(t testing.TB, m *Model, prefix *State, ids []int32) []float32 {
+	t.Helper()
+	out, err := m.Forward(context.Background(), []Row{{Prefix: prefix, IDs: ids, Gather: seq(len(ids))}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out[0]
+}
+
+// stateBits reads every tensor of a state back through the backend.
+func stateBits(t testing.TB, s *State) [][]uint32 {
+	t.Helper()
+	var out [][]uint32
+	for _, l := range s.layers {
+		for _, x := range []tensor.Tensor{l.k, l.v, l.conv, l.rec} {
+			if x == nil {
+				continue
+			}
+			v := make([]float32, x.Len())
+			if err := s.m.be.Read(context.Background(), x, 0, v); err != nil {
+				t.Fatal(err)
+			}
+			b := make([]uint32, len(v))
+			for i, f := range v {
+				b[i] = math.Float32bits(f)
+			}
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// rewrite copies the checkpoint in src to a new temporary directory,
+// letting edit change config.json (as a map) and the tensors.
+func rewrite(t testing.TB, src string, edit func(cfg map[string]any, ents []safetensors.Entry) []safetensors.Entry) string {
+	t.Helper()
+	dst := t.TempDir()
+	raw, err := os.ReadFile(filepath.Join(src, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	f, err := safetensors.Open(filepath.Join(src, "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var ents []safetensors.Entry
+	for _, n := range f.Names() {
+		info := f.Tensor(n)
+		ents = append(ents, safetensors.Entry{Name: n, DType: info.DType, Shape: append([]int(nil), info.Shape...),
+			Data: append([]byte(nil), info.Data...)})
+	}
+	ents = edit(cfg, ents)
+	cb, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, "config.json"), cb, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if ents != nil {
+		if err := safetensors.WriteFile(filepath.Join(dst, "model.safetensors"), ents, map[string]string{"format": "pt"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// convert returns the entries with every float tensor re-stored as d.
+func convert(ents []safetensors.Entry, d tensor.DType) []safetensors.Entry {
+	for i, e := range ents {
+		if !e.DType.IsFloat() {
+			continue
+		}
+		w := &tensor.Weight{Name: e.Name, DType: e.DType, Shape: e.Shape, Data: e.Data}
+		ents[i].Data = tensor.FromFloat32(e.Name, d, e.Shape, w.Float32s()).Data
+		ents[i].DType = d
+	}
+	return ents
+}
