@@ -1,8 +1,12 @@
 package tokenizer
 
 import (
+	"hash/maphash"
 	"math/bits"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // mergeTable maps a pair of token ids to the merge's rank and the merged
@@ -342,50 +346,37 @@ func (m *bpeModel) mergeLarge(dst []int32, init []int32) []int32 {
 	return dst
 }
 
-// wordCache remembers the tokens of recent pre-tokens. It is sharded so that
-// concurrent encoders rarely wait on one another.
+// wordCache remembers the tokens of recent pre-tokens: a direct-mapped
+// table of immutable entries behind atomic pointers, so lookups take no lock
+// and concurrent encoders never wait on one another. A new word replaces
+// whatever shared its slot.
 type wordCache struct {
-	shards [cacheShards]cacheShard
+	seed  maphash.Seed
+	slots []atomic.Pointer[cacheEntry]
 }
 
-const (
-	cacheShards     = 16
-	cacheShardWords = 4096 // a full shard is emptied and starts again
-	cacheSlab       = 8192 // ids per backing array of cached values
-)
+const cacheSlots = 1 << 16
 
-type cacheShard struct {
-	mu   sync.RWMutex
-	m    map[string][]int32
-	slab []int32
-	_    [32]byte // keep shards on separate cache lines
+type cacheEntry struct {
+	word string
+	ids  []int32
 }
 
-func shardOf(w string) int {
-	h := uint(len(w))*0x9E37 ^ uint(w[0])*31 ^ uint(w[len(w)-1])*131 ^ uint(w[len(w)/2])
-	return int(h % cacheShards)
+func newWordCache() wordCache {
+	return wordCache{seed: maphash.MakeSeed(), slots: make([]atomic.Pointer[cacheEntry], cacheSlots)}
+}
+
+func (c *wordCache) slot(w string) *atomic.Pointer[cacheEntry] {
+	return &c.slots[maphash.String(c.seed, w)&(cacheSlots-1)]
 }
 
 func (c *wordCache) get(w string) ([]int32, bool) {
-	sh := &c.shards[shardOf(w)]
-	sh.mu.RLock()
-	ids, ok := sh.m[w]
-	sh.mu.RUnlock()
-	return ids, ok
+	if e := c.slot(w).Load(); e != nil && e.word == w {
+		return e.ids, true
+	}
+	return nil, false
 }
 
 func (c *wordCache) put(w string, ids []int32) {
-	sh := &c.shards[shardOf(w)]
-	sh.mu.Lock()
-	if sh.m == nil || len(sh.m) >= cacheShardWords {
-		sh.m = make(map[string][]int32, 256)
-	}
-	if len(sh.slab) < len(ids) {
-		sh.slab = make([]int32, max(cacheSlab, len(ids)))
-	}
-	v := sh.slab[:len(ids):len(ids)]
-	sh.slab = sh.slab[len(ids):]
-	copy(v, ids)
-	sh.m[w] = v
-	sh.mu.Unlock()
+	c.slot(w).Store(&cacheEntry{word: strings.Clone(w), ids: slices.Clone(ids)})
 }

@@ -2,6 +2,8 @@ package tokenizer
 
 import (
 	"sync"
+
+	"golang.org/x/text/unicode/norm"
 	"unicode"
 	"unicode/utf8"
 )
@@ -14,6 +16,7 @@ const (
 	clsMark                      // \p{M}
 	clsSpace                     // \s (Unicode White_Space, as Oniguruma and Go agree)
 	clsNewline                   // \r or \n
+	clsNotNFC                    // may change under NFC or combine with what precedes it
 )
 
 // bmpClasses holds the class of every rune of the Basic Multilingual Plane.
@@ -22,6 +25,12 @@ var bmpClasses = sync.OnceValue(func() *[0x10000]uint8 {
 	var t [0x10000]uint8
 	for r := rune(0); r < 0x10000; r++ {
 		t[r] = classifySlow(r)
+		if r >= 0x80 {
+			s := string(r)
+			if !norm.NFC.PropertiesString(s).BoundaryBefore() || norm.NFC.String(s) != s {
+				t[r] |= clsNotNFC
+			}
+		}
 	}
 	return &t
 })
@@ -64,4 +73,22 @@ func (c classes) at(s string, i int) (uint8, int) {
 		return c.bmp[r], w
 	}
 	return classifySlow(r), w
+}
+
+// isNFC reports whether s is certainly in NFC: every rune is in the BMP, is
+// unchanged by NFC and cannot combine with the rune before it. (A false
+// answer means "look closer", not "not NFC".)
+func (c classes) isNFC(s string) bool {
+	for i := 0; i < len(s); {
+		if s[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		r, w := utf8.DecodeRuneInString(s[i:])
+		if r >= 0x10000 || c.bmp[r]&clsNotNFC != 0 {
+			return false
+		}
+		i += w
+	}
+	return true
 }

@@ -115,13 +115,13 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 	}
 	switch c.Type {
 	case "NFC":
-		return unicodeNorm{norm.NFC}, nil
+		return unicodeNorm{norm.NFC, newClasses()}, nil
 	case "NFD":
-		return unicodeNorm{norm.NFD}, nil
+		return unicodeNorm{form: norm.NFD}, nil
 	case "NFKC":
-		return unicodeNorm{norm.NFKC}, nil
+		return unicodeNorm{form: norm.NFKC}, nil
 	case "NFKD":
-		return unicodeNorm{norm.NFKD}, nil
+		return unicodeNorm{form: norm.NFKD}, nil
 	case "Sequence":
 		var seq normSequence
 		for i, sub := range c.Normalizers {
@@ -328,7 +328,7 @@ func (t *Tokenizer) buildModel(mj *modelJSON) error {
 		return err
 	}
 
-	m := &bpeModel{merges: newMergeTable(len(merges)), unkID: -1, fuseUnk: mj.FuseUnk, ignoreMerges: mj.IgnoreMerges}
+	m := &bpeModel{merges: newMergeTable(len(merges)), cache: newWordCache(), unkID: -1, fuseUnk: mj.FuseUnk, ignoreMerges: mj.IgnoreMerges}
 	for rank, mg := range merges {
 		a, ok := t.vocab[mg[0]]
 		if !ok {

@@ -12,9 +12,15 @@ type normalizer interface {
 }
 
 // unicodeNorm is one of the four Unicode normalization forms.
-type unicodeNorm struct{ form norm.Form }
+type unicodeNorm struct {
+	form norm.Form
+	cls  classes
+}
 
 func (n unicodeNorm) normalize(s string) string {
+	if n.form == norm.NFC && n.cls.isNFC(s) {
+		return s
+	}
 	if n.form.QuickSpanString(s) == len(s) {
 		return s
 	}
