@@ -158,7 +158,7 @@ func TestRoPE(t *testing.T) {
 func TestAttention(t *testing.T) {
 	for _, s := range []struct {
 		b, t, heads, kv, hd int
-		prefix             []int // per row, -1 for none; nil for no prefixes
+		prefix              []int // per row, -1 for none; nil for no prefixes
 	}{
 		{1, 1, 2, 1, 16, nil},
 		{2, 5, 4, 2, 32, nil},
