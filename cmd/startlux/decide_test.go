@@ -1,0 +1,98 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestDecideInProcess runs "startlux decide" with --local (the embedded
+// demo model) and --model on a golden request and checks the printed
+// probabilities against decide-demo.json.
+func TestDecideInProcess(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "goldens", "decide-demo.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Cases []struct {
+			Request json.RawMessage `json:"request"`
+			Answers map[string]struct {
+				Probs []float64 `json:"probs"`
+			} `json:"answers"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &golden); err != nil {
+		t.Fatal(err)
+	}
+	c := golden.Cases[len(golden.Cases)-2] // the 32-option wide choice
+	for _, args := range [][]string{{"decide", "--local"}, {"decide", "--model", filepath.Join("..", "..", "testdata", "demo-decision")}} {
+		var out, errOut bytes.Buffer
+		env := &cmdEnv{stdin: bytes.NewReader(c.Request), stdout: &out, stderr: &errOut}
+		if err := run(context.Background(), env, args); err != nil {
+			t.Fatalf("%v: %v (%s)", args, err, errOut.String())
+		}
+		var resp struct {
+			Answers map[string]struct {
+				Probs []float64 `json:"probs"`
+			} `json:"answers"`
+			Tokens       int `json:"tokens"`
+			CachedTokens int `json:"cached_tokens"`
+		}
+		if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
+			t.Fatalf("%v: %v in %s", args, err, out.String())
+		}
+		if len(resp.Answers) != len(c.Answers) || resp.Tokens <= 0 || resp.CachedTokens <= 0 {
+			t.Fatalf("%v: response %s", args, out.String())
+		}
+		for name, ga := range c.Answers {
+			for i, p := range ga.Probs {
+				if d := math.Abs(resp.Answers[name].Probs[i] - p); d > 1e-4 {
+					t.Errorf("%v: %s p[%d] = %v, want %v", args, name, i, resp.Answers[name].Probs[i], p)
+				}
+			}
+		}
+	}
+}
+
+func TestDecideBadInput(t *testing.T) {
+	tests := []struct {
+		args  []string
+		stdin string
+		want  string
+	}{
+		{[]string{"decide", "--local"}, `{"evidence": 1, "questions": {"a": {"type": "noul"}}}`, `question "a": instructions: missing`},
+		{[]string{"decide", "--local", "--model", "x"}, `{}`, "exclude each other"},
+		{[]string{"decide", "--local", "extra"}, `{}`, "unexpected argument"},
+		{[]string{"decide", "--model", "no-such-dir"}, `{"evidence": 1, "questions": {"a": {"type": "noul", "instructions": "x"}}}`, "no-such-dir"},
+	}
+	for _, tc := range tests {
+		var out, errOut bytes.Buffer
+		env := &cmdEnv{stdin: strings.NewReader(tc.stdin), stdout: &out, stderr: &errOut}
+		err := run(context.Background(), env, tc.args)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: got %v, want an error containing %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestBenchDecideSmoke runs the decide benchmark at a tiny size: it checks
+// the report is produced and that results do not depend on the prefix plan
+// or batching (benchDecide fails otherwise). It measures nothing.
+func TestBenchDecideSmoke(t *testing.T) {
+	var out bytes.Buffer
+	env := &cmdEnv{stdin: strings.NewReader(""), stdout: &out, stderr: &out}
+	if err := benchDecide(context.Background(), env, []string{"--iters", "1", "--requests", "3", "--evidence-tokens", "300"}); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for _, want := range []string{"cold", "warm", "ideal", "one by one", "decide_batch"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
