@@ -1,0 +1,188 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/startlux/startlux/decide"
+)
+
+// fakeEngine answers with probabilities derived from a hash of each
+// question's instructions and the model's tag, so answers are a pure
+// function of (model, request): what batching must not change.
+type fakeEngine struct {
+	tag   int
+	delay time.Duration
+	gate  chan struct{} // if set, DecideBatch waits for it to be closed
+
+	mu       sync.Mutex // guards the fields below
+	closed   bool
+	handed   bool // given to a daemon
+	active   int
+	misuse   []string // DecideBatch on a closed engine, Close while active
+	batches  []int    // sizes of the batches received
+	requests int
+}
+
+func (f *fakeEngine) DecideBatch(ctx context.Context, reqs []*decide.Request) ([]*decide.Response, []error) {
+	f.mu.Lock()
+	if f.closed {
+		f.misuse = append(f.misuse, "DecideBatch after Close")
+	}
+	f.active++
+	f.batches = append(f.batches, len(reqs))
+	f.requests += len(reqs)
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		f.active--
+		f.mu.Unlock()
+	}()
+	if f.gate != nil {
+		<-f.gate
+	}
+	if f.delay > 0 {
+		time.Sleep(f.delay)
+	}
+	resps := make([]*decide.Response, len(reqs))
+	errs := make([]error, len(reqs))
+	for i, r := range reqs {
+		resps[i], errs[i] = fakeAnswer(f.tag, r)
+	}
+	return resps, errs
+}
+
+// fakeAnswer is the fake model: the reference the daemon's answers are
+// compared with.
+func fakeAnswer(tag int, r *decide.Request) (*decide.Response, error) {
+	resp := &decide.Response{Tokens: tag}
+	for qi := range r.Questions {
+		q := &r.Questions[qi]
+		if q.Instructions == "explode" {
+			return nil, errors.New("the fake model exploded")
+		}
+		opts, err := q.Options()
+		if err != nil {
+			return nil, err
+		}
+		a := decide.Answer{Name: q.Name}
+		sum, best := 0.0, 0
+		for i, o := range opts {
+			h := fnv.New64a()
+			h.Write([]byte{byte(tag), byte(i)})
+			h.Write([]byte(q.Instructions))
+			p := float64(h.Sum64()%1000+1) / 1000
+			a.Options = append(a.Options, o.ID)
+			a.Probs = append(a.Probs, p)
+			sum += p
+		}
+		for i := range a.Probs {
+			a.Probs[i] /= sum
+			if a.Probs[i] > a.Probs[best] {
+				best = i
+			}
+		}
+		a.Answer = a.Options[best]
+		resp.Answers = append(resp.Answers, a)
+	}
+	return resp, nil
+}
+
+func (f *fakeEngine) CacheStats() (int64, int64) { return 123, 456 }
+
+func (f *fakeEngine) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.active > 0 {
+		f.misuse = append(f.misuse, "Close while a batch runs")
+	}
+	f.closed = true
+	return nil
+}
+
+func (f *fakeEngine) problems() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.misuse...)
+}
+
+// fakeLoader hands out engines by directory; loadGate, if set, holds every
+// load until closed; fail makes loads of that directory fail.
+type fakeLoader struct {
+	mu       sync.Mutex // guards engines and tags
+	engines  map[string][]*fakeEngine // every engine made per directory, latest last
+	tags     map[string]int
+	delay    time.Duration
+	loadGate chan struct{}
+	fail     string
+}
+
+func newFakeLoader() *fakeLoader {
+	return &fakeLoader{engines: map[string][]*fakeEngine{}, tags: map[string]int{}}
+}
+
+// engine returns the latest engine made for dir, making one if none was; a
+// test may prepare it before the daemon loads it.
+func (l *fakeLoader) engine(dir string) *fakeEngine {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if es := l.engines[dir]; len(es) > 0 {
+		return es[len(es)-1]
+	}
+	return l.makeLocked(dir)
+}
+
+// all returns every engine made for dir.
+func (l *fakeLoader) all(dir string) []*fakeEngine {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]*fakeEngine(nil), l.engines[dir]...)
+}
+
+func (l *fakeLoader) makeLocked(dir string) *fakeEngine {
+	tag, ok := l.tags[dir]
+	if !ok {
+		tag = len(l.tags) + 1
+		l.tags[dir] = tag
+	}
+	e := &fakeEngine{tag: tag, delay: l.delay}
+	l.engines[dir] = append(l.engines[dir], e)
+	return e
+}
+
+// open hands out the prepared engine for dir if it was never loaded, a new
+// one otherwise (a real loader makes a fresh engine per load).
+func (l *fakeLoader) open(dir string) *fakeEngine {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if es := l.engines[dir]; len(es) > 0 && !es[len(es)-1].handed {
+		es[len(es)-1].handed = true
+		return es[len(es)-1]
+	}
+	e := l.makeLocked(dir)
+	e.handed = true
+	return e
+}
+
+func (l *fakeLoader) load(ctx context.Context, dir string, progress func(done, total int64)) (Engine, ModelStatus, error) {
+	progress(0, 100)
+	if l.loadGate != nil {
+		select {
+		case <-l.loadGate:
+		case <-ctx.Done():
+			return nil, ModelStatus{}, ctx.Err()
+		}
+	}
+	if dir == l.fail && dir != "" {
+		return nil, ModelStatus{}, errors.New("no such checkpoint")
+	}
+	progress(100, 100)
+	name := dir
+	if name == "" {
+		name = "demo-decision"
+	}
+	return l.open(dir), ModelStatus{Name: name, Path: dir, Backend: "fake"}, nil
+}

@@ -1,0 +1,169 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/ipc"
+)
+
+// errStopping is returned by loads that finish after Close began.
+var errStopping = errors.New("the daemon is shutting down")
+
+// load reads the checkpoint in dir ("" for the embedded demo), warms it up
+// and puts it in service in place of the current model, which finishes the
+// batches running on it and is then closed. While the first model loads,
+// status says loading, then warming; during a switch the old model keeps
+// serving. A failed switch leaves the old model in service.
+func (d *Daemon) load(dir string) error {
+	d.loadMu.Lock()
+	defer d.loadMu.Unlock()
+
+	d.setProgress(&LoadProgress{Model: dir, Phase: StateLoading}, StateLoading)
+	eng, info, err := d.opts.Load(d.ctx, dir, func(done, total int64) {
+		d.mu.Lock()
+		if d.progress != nil {
+			d.progress.Done, d.progress.Total = done, total
+			p := *d.progress
+			d.mu.Unlock()
+			d.report(p)
+			return
+		}
+		d.mu.Unlock()
+	})
+	if err == nil && d.ctx.Err() != nil {
+		eng.Close()
+		err = errStopping
+	}
+	if err != nil {
+		return d.loadFailed(dir, err)
+	}
+	d.setProgress(&LoadProgress{Model: dir, Phase: StateWarming}, StateWarming)
+	if !d.opts.NoWarmup {
+		if werr := warmUp(d.ctx, eng); werr != nil {
+			eng.Close()
+			return d.loadFailed(dir, fmt.Errorf("warm-up: %w", werr))
+		}
+	}
+
+	d.mu.Lock()
+	if d.stopping || d.ctx.Err() != nil {
+		d.progress = nil
+		d.mu.Unlock()
+		eng.Close()
+		return d.loadFailed(dir, errStopping)
+	}
+	old := d.cur
+	d.cur = &loaded{eng: eng, info: info, src: dir}
+	d.state, d.loadErr, d.progress = StateReady, "", nil
+	closeOld := old != nil && old.refs == 0
+	if old != nil {
+		old.retired = true
+	}
+	d.mu.Unlock()
+	d.nudge()
+	if closeOld {
+		if err := old.eng.Close(); err != nil {
+			d.opts.Logger.Warn("closing the previous model", "err", err)
+		}
+	}
+	d.opts.Logger.Info("model ready", "name", info.Name, "path", info.Path, "backend", info.Backend)
+	return nil
+}
+
+// setProgress records a load phase; the daemon's state follows it only
+// while no model serves yet.
+func (d *Daemon) setProgress(p *LoadProgress, state string) {
+	d.mu.Lock()
+	d.progress = p
+	if d.cur == nil {
+		d.state = state
+	}
+	cp := *p
+	d.mu.Unlock()
+	d.report(cp)
+}
+
+// report passes progress to the Progress option.
+func (d *Daemon) report(p LoadProgress) {
+	if d.opts.Progress != nil {
+		d.opts.Progress(p)
+	}
+}
+
+// loadFailed records a failed load and returns its protocol error.
+func (d *Daemon) loadFailed(dir string, err error) error {
+	what := dir
+	if what == "" {
+		what = "the embedded demo model"
+	}
+	d.mu.Lock()
+	d.progress = nil
+	d.loadErr = fmt.Sprintf("load %s: %v", what, err)
+	if d.cur == nil {
+		d.state = StateFailed
+	}
+	d.mu.Unlock()
+	d.nudge() // queued decisions fail now if there is no model at all
+	if errors.Is(err, errStopping) {
+		return ipc.Errorf(ipc.CodeShuttingDown, "load %s: %v", what, err)
+	}
+	return ipc.Errorf(ipc.CodeModelLoadFailed, "load %s: %v", what, err)
+}
+
+// acquire returns the model in service with a reference held, or nil.
+func (d *Daemon) acquireLocked() *loaded {
+	if d.cur != nil {
+		d.cur.refs++
+	}
+	return d.cur
+}
+
+// release drops a reference; a retired model is closed with its last one.
+func (d *Daemon) release(m *loaded) {
+	d.mu.Lock()
+	m.refs--
+	closeIt := m.retired && m.refs == 0
+	d.mu.Unlock()
+	if closeIt {
+		if err := m.eng.Close(); err != nil {
+			d.opts.Logger.Warn("closing the previous model", "err", err)
+		}
+	}
+}
+
+// warmUpRequests are common request shapes run after a load so the first
+// real requests do not pay for first-use costs: a lone yes/no question, a
+// score, a choice, and several questions on one piece of evidence.
+var warmUpRequests = []string{
+	`{"evidence":{"name":"Ada","age":36,"city":"London"},"questions":{"q":{"type":"noul","instructions":"Does Ada live in London?"}}}`,
+	`{"evidence":{"page":"Row 0: item 0, qty 3. Row 1: item 1, qty 0."},"questions":{"q":{"type":"score","instructions":"How much is on the page?","criteria":["empty","some","full"]}}}`,
+	`{"evidence":{"items":[{"name":"lamp","qty":2},{"name":"desk","qty":0}]},"questions":{"q":{"type":"choice","instructions":"Which item is out of stock?","criteria":{"lamp":"lamp","desk":"desk","chair":"chair","none":"none"}}}}`,
+	`{"evidence":{"store":"north","items":[{"name":"tape","qty":10},{"name":"fig","qty":9}]},"questions":{"a":{"type":"noul","instructions":"Is tape in stock?"},"b":{"type":"score","instructions":"How full is the store?","criteria":["empty","some","full"]},"c":{"type":"choice","instructions":"Which item has more?","criteria":{"tape":"tape","fig":"fig"}}}}`,
+}
+
+// warmUp runs the warm-up requests one at a time and then all together.
+func warmUp(ctx context.Context, eng Engine) error {
+	var reqs []*decide.Request
+	for i, js := range warmUpRequests {
+		r, err := decide.ParseJSON([]byte(js))
+		if err != nil {
+			return fmt.Errorf("warm-up request %d: %w", i, err)
+		}
+		reqs = append(reqs, r)
+	}
+	for i, r := range reqs {
+		if _, errs := eng.DecideBatch(ctx, []*decide.Request{r}); len(errs) > 0 && errs[0] != nil {
+			return fmt.Errorf("warm-up request %d: %w", i, errs[0])
+		}
+	}
+	_, errs := eng.DecideBatch(ctx, reqs)
+	for i, err := range errs {
+		if err != nil {
+			return fmt.Errorf("warm-up batch, request %d: %w", i, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,171 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/ipc"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// The protocol's methods, in alphabetical order (docs/protocol.md).
+const (
+	MethodDecide      = "decide"
+	MethodDecideBatch = "decide_batch"
+	MethodLoad        = "load"
+	MethodModels      = "models"
+	MethodPing        = "ping"
+	MethodStatus      = "status"
+)
+
+// ServeIPC answers one request; it implements ipc.Handler.
+func (d *Daemon) ServeIPC(ctx context.Context, req *ipc.Request) (any, error) {
+	switch req.Method {
+	case MethodDecide:
+		return d.serveDecide(ctx, req.Params)
+	case MethodDecideBatch:
+		return d.serveDecideBatch(ctx, req.Params)
+	case MethodLoad:
+		return d.serveLoad(ctx, req.Params)
+	case MethodModels:
+		return d.Models()
+	case MethodPing:
+		return "pong", nil
+	case MethodStatus:
+		return d.Status(), nil
+	}
+	return nil, ipc.Errorf(ipc.CodeUnknownMethod, "no method %q (methods: decide, decide_batch, load, models, ping, status)", req.Method)
+}
+
+func (d *Daemon) serveDecide(ctx context.Context, params msgpack.RawMessage) (any, error) {
+	if len(params) == 0 {
+		return nil, ipc.Errorf(ipc.CodeInvalidParams, "decide: params must be a request map {evidence, questions}")
+	}
+	r, err := decide.ParseMsgpack(params)
+	if err != nil {
+		return nil, ipc.Errorf(ipc.CodeInvalidParams, "decide: %v", err)
+	}
+	return d.decide(ctx, r)
+}
+
+// BatchResult is what decide_batch returns: one item per request, in order,
+// each either a decision response or {"error": {code, message}}.
+type BatchResult struct {
+	Responses []msgpack.RawMessage `json:"responses"`
+}
+
+func (d *Daemon) serveDecideBatch(ctx context.Context, params msgpack.RawMessage) (any, error) {
+	if len(params) == 0 {
+		return nil, ipc.Errorf(ipc.CodeInvalidParams, "decide_batch: params must be an array of requests or {requests: [...]}")
+	}
+	reqs, perrs, err := decide.ParseMsgpackBatch(params)
+	if err != nil {
+		return nil, ipc.Errorf(ipc.CodeInvalidParams, "decide_batch: %v", err)
+	}
+	items := make([]msgpack.RawMessage, len(reqs))
+	var good []*decide.Request
+	var where []int
+	for i, r := range reqs {
+		if perrs[i] != nil {
+			items[i] = errorItem(ipc.Errorf(ipc.CodeInvalidParams, "request %d: %v", i, perrs[i]))
+			continue
+		}
+		good = append(good, r)
+		where = append(where, i)
+	}
+	if len(good) > 0 {
+		jobs, err := d.submit(ctx, good)
+		if err != nil {
+			return nil, err
+		}
+		for k, j := range jobs {
+			resp, err := d.wait(ctx, j)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, err
+				}
+				items[where[k]] = errorItem(err)
+				continue
+			}
+			raw, err := ipc.Marshal(resp)
+			if err != nil {
+				return nil, fmt.Errorf("decide_batch: encode response %d: %w", where[k], err)
+			}
+			items[where[k]] = raw
+		}
+	}
+	return BatchResult{Responses: items}, nil
+}
+
+// errorItem encodes {"error": {code, message}} for one batch item.
+func errorItem(err error) msgpack.RawMessage {
+	code := ipc.ErrorCode(err)
+	msg := err.Error()
+	if perr, ok := err.(*ipc.Error); ok {
+		msg = perr.Message
+	}
+	raw, _ := ipc.Marshal(map[string]map[string]string{"error": {"code": string(code), "message": msg}})
+	return raw
+}
+
+// LoadParams are the load method's params.
+type LoadParams struct {
+	// Model is a name in the models folder, "demo" (or "") for the
+	// embedded demo, or a checkpoint directory.
+	Model string `json:"model"`
+}
+
+func (d *Daemon) serveLoad(ctx context.Context, params msgpack.RawMessage) (any, error) {
+	var p LoadParams
+	if len(params) > 0 {
+		if err := ipc.Unmarshal(params, &p); err != nil {
+			return nil, ipc.Errorf(ipc.CodeInvalidParams, "load: params must be {model: string}: %v", err)
+		}
+	}
+	dir, err := ResolveModel(p.Model, d.opts.ModelsDir)
+	if err != nil {
+		return nil, ipc.Errorf(ipc.CodeInvalidParams, "load: %v", err)
+	}
+	if err := d.Switch(ctx, dir); err != nil {
+		return nil, err
+	}
+	return d.Status(), nil
+}
+
+// Switch loads the checkpoint in dir ("" for the embedded demo) and puts it
+// in service once warmed up; requests keep being answered by the current
+// model meanwhile, and those running on it when the switch happens finish on
+// it. The load goes on if ctx ends first.
+func (d *Daemon) Switch(ctx context.Context, dir string) error {
+	done := make(chan error, 1)
+	go func() { done <- d.load(dir) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Models lists the checkpoints the daemon can load, marking the current one.
+func (d *Daemon) Models() ([]ModelEntry, error) {
+	list, err := ListModels(d.opts.ModelsDir)
+	if err != nil {
+		return nil, ipc.Errorf(ipc.CodeInternal, "%v", err)
+	}
+	d.mu.Lock()
+	if d.cur != nil {
+		found := false
+		for i := range list {
+			if list[i].Path == d.cur.src {
+				list[i].Current, found = true, true
+			}
+		}
+		if !found { // loaded from a directory outside the models folder
+			list = append(list, ModelEntry{Name: d.cur.info.Name, Path: d.cur.src, Current: true})
+		}
+	}
+	d.mu.Unlock()
+	return list, nil
+}

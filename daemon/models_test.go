@@ -1,0 +1,76 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestModelsDir(t *testing.T) {
+	cases := []struct{ goos, home, xdg, want string }{
+		{"darwin", "/Users/a", "", "/Users/a/Library/Application Support/StartLux/Models"},
+		{"linux", "/home/a", "", "/home/a/.local/share/startlux/models"},
+		{"linux", "/home/a", "/data", "/data/startlux/models"},
+		{"linux", "/home/a", "rel", "/home/a/.local/share/startlux/models"},
+	}
+	for _, c := range cases {
+		if got := modelsDir(c.goos, c.home, c.xdg); got != c.want {
+			t.Errorf("modelsDir(%s, %s, %s) = %s, want %s", c.goos, c.home, c.xdg, got, c.want)
+		}
+	}
+}
+
+func TestResolveModel(t *testing.T) {
+	models := t.TempDir()
+	good := filepath.Join(models, "good")
+	os.Mkdir(good, 0o755)
+	os.WriteFile(filepath.Join(good, "config.json"), []byte("{}"), 0o644)
+	os.WriteFile(filepath.Join(good, "decision_config.json"), []byte("{}"), 0o644)
+	half := filepath.Join(models, "half")
+	os.Mkdir(half, 0o755)
+	os.WriteFile(filepath.Join(half, "config.json"), []byte("{}"), 0o644)
+	cases := []struct {
+		arg, want, err string
+	}{
+		{"", "", ""},
+		{"demo", "", ""},
+		{"good", good, ""},
+		{good, good, ""},
+		{"half", "", "no model \"half\""},
+		{half, "", "is not a checkpoint"},
+		{"missing", "", "startlux models"},
+	}
+	for _, c := range cases {
+		got, err := ResolveModel(c.arg, models)
+		if c.err == "" && (err != nil || got != c.want) {
+			t.Errorf("ResolveModel(%s) = %s, %v; want %s", c.arg, got, err, c.want)
+		}
+		if c.err != "" && (err == nil || !strings.Contains(err.Error(), c.err)) {
+			t.Errorf("ResolveModel(%s) error %v, want one saying %q", c.arg, err, c.err)
+		}
+	}
+	list, err := ListModels(models)
+	if err != nil || len(list) != 2 || list[0].Name != DemoName || !list[0].Embedded || list[1].Path != good {
+		t.Errorf("ListModels = %+v, %v", list, err)
+	}
+	if list, err := ListModels(filepath.Join(models, "none")); err != nil || len(list) != 1 {
+		t.Errorf("ListModels of a missing folder = %+v, %v", list, err)
+	}
+}
+
+func TestPercentiles(t *testing.T) {
+	var l latencies
+	if p50, p99 := l.percentiles(); p50 != 0 || p99 != 0 {
+		t.Errorf("empty: %v %v", p50, p99)
+	}
+	// 1..2000 ms: only the last 1024 (977..2000) are kept.
+	for i := 1; i <= 2000; i++ {
+		l.add(time.Duration(i) * time.Millisecond)
+	}
+	p50, p99 := l.percentiles()
+	if p50 != 1488 || p99 != 1990 {
+		t.Errorf("p50 %v p99 %v, want 1488 and 1990", p50, p99)
+	}
+}
