@@ -112,7 +112,7 @@ func (f *fakeEngine) problems() []string {
 // fakeLoader hands out engines by directory; loadGate, if set, holds every
 // load until closed; fail makes loads of that directory fail.
 type fakeLoader struct {
-	mu       sync.Mutex // guards engines and tags
+	mu       sync.Mutex               // guards engines and tags
 	engines  map[string][]*fakeEngine // every engine made per directory, latest last
 	tags     map[string]int
 	delay    time.Duration
