@@ -217,3 +217,13 @@ func convert(ents []safetensors.Entry, d tensor.DType) []safetensors.Entry {
 	}
 	return ents
 }
+
+// forwardLogits returns the full LM head's logits at the last position.
+func forwardLogits(t testing.TB, m *Model, ids []int32) []float32 {
+	t.Helper()
+	out, err := m.Forward(context.Background(), []Row{{IDs: ids, Gather: []int{len(ids) - 1}}}, m.Head())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out[0]
+}

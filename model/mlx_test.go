@@ -1,0 +1,42 @@
+package model
+
+import (
+	"testing"
+
+	"github.com/startlux/startlux/tensor"
+)
+
+// TestMLXQuantised holds the mlx-community layout (language_model.model.*,
+// norms stored pre-shifted, conv [D, K, 1]) with 4-bit group-32 and 8-bit
+// group-64 affine quantisation to the goldens made by transformers on the
+// exactly dequantised weights.
+func TestMLXQuantised(t *testing.T) {
+	for _, c := range []struct{ dir, goldens string }{
+		{"../testdata/tiny-qwen35-mlx-4bit", "../testdata/goldens/tiny-qwen35-mlx-4bit.goldens.safetensors"},
+		{"../testdata/tiny-qwen35-mlx-8bit", "../testdata/goldens/tiny-qwen35-mlx-8bit.goldens.safetensors"},
+	} {
+		t.Run(c.dir, func(t *testing.T) {
+			m := loadTiny(t, c.dir)
+			if m.normShift != 0 {
+				t.Errorf("norm shift %v, want 0 for pre-shifted MLX norms", m.normShift)
+			}
+			if m.embed.Quant == nil || m.layers[0].gate.Quant == nil {
+				t.Fatal("quantised weights not recognised")
+			}
+			if m.embed.DType != tensor.U32 {
+				t.Errorf("embedding stored as %s", m.embed.DType)
+			}
+			H := m.Config.Hidden
+			for _, g := range readGoldens(t, c.goldens, 0) {
+				norm := hidden(t, m, nil, g.ids)
+				if r, rp := maxRel(norm, g.norm, len(g.norm)), maxRel(norm, g.norm, H); r > 1e-4 || rp > perPosTol {
+					t.Errorf("%s: norm: relative error %.2e, per position %.2e", g.name, r, rp)
+				}
+				out := forwardLogits(t, m, g.ids)
+				if r := maxRel(out, g.logits, m.Config.Vocab); r > 1e-4 {
+					t.Errorf("%s: logits_last: relative error %.2e", g.name, r)
+				}
+			}
+		})
+	}
+}
