@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"sort"
 	"sync"
 
 	"golang.org/x/text/unicode/norm"
@@ -35,9 +36,21 @@ var bmpClasses = sync.OnceValue(func() *[0x10000]uint8 {
 	return &t
 })
 
+// classRange gives the letter/number/mark class of the runes lo..hi.
+type classRange struct {
+	lo, hi rune
+	cls    uint8
+}
+
+// classifySlow returns the class of r. Letters, numbers and marks follow
+// Unicode 16.0, as the Oniguruma regex engine inside Hugging Face tokenizers
+// does: Go's own tables (Unicode 15.0) with unicode16's corrections.
 func classifySlow(r rune) uint8 {
 	var c uint8
+	k := sort.Search(len(unicode16), func(i int) bool { return unicode16[i].hi >= r })
 	switch {
+	case k < len(unicode16) && unicode16[k].lo <= r:
+		c = unicode16[k].cls
 	case unicode.IsLetter(r):
 		c |= clsLetter
 	case unicode.IsNumber(r):
