@@ -1,13 +1,71 @@
 // Command startlux-app is StartLux's menu-bar app (Contents/MacOS/StartLux in
-// the bundle): it keeps the daemon running and shows what it is doing.
+// the bundle): it makes sure the daemon runs, shows what it is doing, and
+// lets the user switch models, restart the daemon and start at login. On
+// Linux it shows the same menu in the system tray (StatusNotifierItem).
+//
+//	startlux-app [--socket PATH] [--print]
+//
+// --print polls the daemon once, prints the menu as text and exits.
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/startlux/startlux/app"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "startlux-app: not yet wired")
-	os.Exit(1)
+	if err := run(os.Args[1:]); err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "startlux-app:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	fs := flag.NewFlagSet("startlux-app", flag.ContinueOnError)
+	socket := fs.String("socket", "", "the daemon's socket (default: the per-user default path)")
+	print := fs.Bool("print", false, "poll the daemon once, print the menu as text and exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	// macOS passes -psn_... to apps started from the Finder on old systems;
+	// flag parsing above would have failed on it, so nothing else to do.
+
+	var daemonArgs []string
+	if *socket != "" {
+		daemonArgs = []string{"--socket", *socket}
+	}
+	sys, err := app.NewSystem(daemonArgs)
+	if err != nil {
+		return err
+	}
+	models, err := app.ModelsDir()
+	if err != nil {
+		return err
+	}
+	d := app.NewIPCDaemon(*socket)
+	defer d.Close()
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	ctrl := app.New(d, sys, app.Options{ModelsDir: models, OnQuit: cancel})
+	if *print {
+		fmt.Print(ctrl.Poll(ctx).Text())
+		return nil
+	}
+	go ctrl.Run(ctx)
+	err = app.RunTray(ctx, ctrl)
+	if serr := sys.Stop(); err == nil {
+		err = serr
+	}
+	return err
 }

@@ -1,0 +1,164 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/startlux/startlux/ipc"
+)
+
+// The daemon's states, as its status method reports them.
+const (
+	StateLoading = "loading"
+	StateWarming = "warming"
+	StateReady   = "ready"
+	StateFailed  = "failed"
+)
+
+// Status is the part of the daemon's status result the app shows. Field
+// names follow docs/protocol.md; the app decodes them itself so it does not
+// link the inference engine.
+type Status struct {
+	State          string        `json:"state"`
+	Error          string        `json:"error,omitempty"`
+	Model          ModelStatus   `json:"model"`
+	Progress       *LoadProgress `json:"progress,omitempty"`
+	SnapshotBytes  int64         `json:"snapshot_bytes"`
+	SnapshotLimit  int64         `json:"snapshot_limit"`
+	Queued         int           `json:"queued"`
+	RequestsServed uint64        `json:"requests_served"`
+	RequestsFailed uint64        `json:"requests_failed"`
+	LatencyP50MS   float64       `json:"latency_p50_ms"`
+	LatencyP99MS   float64       `json:"latency_p99_ms"`
+	UptimeS        float64       `json:"uptime_s"`
+	PID            int           `json:"pid"`
+}
+
+// ModelStatus describes the model the daemon serves.
+type ModelStatus struct {
+	Name    string `json:"name"`
+	Path    string `json:"path"`
+	Backend string `json:"backend"`
+	Int8    bool   `json:"int8"`
+}
+
+// LoadProgress reports a model load under way.
+type LoadProgress struct {
+	Model string `json:"model"`
+	Phase string `json:"phase"`
+	Done  int64  `json:"done"`
+	Total int64  `json:"total"`
+}
+
+// ModelEntry is one checkpoint the daemon can switch to.
+type ModelEntry struct {
+	Name     string `json:"name"`
+	Path     string `json:"path"`
+	Embedded bool   `json:"embedded"`
+	Current  bool   `json:"current"`
+}
+
+// Daemon is what the controller asks of the daemon.
+type Daemon interface {
+	// Status returns the daemon's status; an error means it could not be
+	// reached.
+	Status(ctx context.Context) (Status, error)
+	// Models lists the checkpoints the daemon can load.
+	Models(ctx context.Context) ([]ModelEntry, error)
+	// Load switches the daemon to the named model and returns once it
+	// serves it (or the switch failed).
+	Load(ctx context.Context, name string) error
+}
+
+// IPCDaemon talks to the daemon over its Unix socket. It keeps one
+// connection and dials again after a failure. It is safe for concurrent use.
+type IPCDaemon struct {
+	// Socket is the daemon's socket path.
+	Socket string
+
+	mu sync.Mutex  // guards cl
+	cl *ipc.Client // nil until dialled, or after a failure
+}
+
+// NewIPCDaemon returns a Daemon that dials socket (ipc.DefaultSocketPath()
+// when empty).
+func NewIPCDaemon(socket string) *IPCDaemon {
+	if socket == "" {
+		socket = ipc.DefaultSocketPath()
+	}
+	return &IPCDaemon{Socket: socket}
+}
+
+// call runs one method, dialling first when there is no connection.
+func (d *IPCDaemon) call(ctx context.Context, method string, params, result any) error {
+	d.mu.Lock()
+	cl := d.cl
+	d.mu.Unlock()
+	if cl == nil {
+		var err error
+		if cl, err = ipc.Dial(ctx, d.Socket); err != nil {
+			return err
+		}
+		d.mu.Lock()
+		if d.cl != nil {
+			cl.Close()
+			cl = d.cl
+		} else {
+			d.cl = cl
+		}
+		d.mu.Unlock()
+	}
+	err := cl.Call(ctx, method, params, result)
+	var perr *ipc.Error
+	if err != nil && !errors.As(err, &perr) && ctx.Err() == nil {
+		// The connection failed (the daemon went away): drop it so the
+		// next call dials again.
+		d.mu.Lock()
+		if d.cl == cl {
+			d.cl = nil
+		}
+		d.mu.Unlock()
+		cl.Close()
+	}
+	return err
+}
+
+// Status implements [Daemon].
+func (d *IPCDaemon) Status(ctx context.Context) (Status, error) {
+	var s Status
+	if err := d.call(ctx, "status", nil, &s); err != nil {
+		return Status{}, fmt.Errorf("daemon status: %w", err)
+	}
+	return s, nil
+}
+
+// Models implements [Daemon].
+func (d *IPCDaemon) Models(ctx context.Context) ([]ModelEntry, error) {
+	var list []ModelEntry
+	if err := d.call(ctx, "models", nil, &list); err != nil {
+		return nil, fmt.Errorf("daemon models: %w", err)
+	}
+	return list, nil
+}
+
+// Load implements [Daemon].
+func (d *IPCDaemon) Load(ctx context.Context, name string) error {
+	if err := d.call(ctx, "load", map[string]string{"model": name}, nil); err != nil {
+		return fmt.Errorf("switch to model %s: %w", name, err)
+	}
+	return nil
+}
+
+// Close drops the connection.
+func (d *IPCDaemon) Close() error {
+	d.mu.Lock()
+	cl := d.cl
+	d.cl = nil
+	d.mu.Unlock()
+	if cl != nil {
+		return cl.Close()
+	}
+	return nil
+}

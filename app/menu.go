@@ -1,0 +1,245 @@
+package app
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Item is one entry of the tray menu. Views render it; they never decide
+// what it says.
+type Item struct {
+	// Action is what a click does (see the Action* constants; ActionUse
+	// carries a model name after the colon). Empty for an informational
+	// line, which views show disabled.
+	Action string
+	// Title is the visible text.
+	Title string
+	// Enabled is false for greyed-out items.
+	Enabled bool
+	// Checkable items show a check mark when Checked.
+	Checkable, Checked bool
+	// Separator items draw a line and ignore every other field.
+	Separator bool
+	// Children make the item a submenu.
+	Children []Item
+}
+
+// Menu is the whole tray menu plus the tooltip of the tray icon.
+type Menu struct {
+	Tooltip string
+	Items   []Item
+}
+
+// Actions a menu item can carry.
+const (
+	ActionStart      = "start"
+	ActionRestart    = "restart"
+	ActionLogin      = "login"
+	ActionOpenModels = "open-models"
+	ActionQuit       = "quit"
+	// ActionUse is followed by ":" and the model name.
+	ActionUse = "use"
+)
+
+// UseAction returns the action that switches to the named model.
+func UseAction(name string) string { return ActionUse + ":" + name }
+
+// MenuState is everything the menu is built from, gathered by one poll.
+type MenuState struct {
+	// Status is the daemon's status; StatusErr says why it could not be
+	// read (the daemon is not running).
+	Status    Status
+	StatusErr error
+	// Models lists what the daemon can load (nil when unknown).
+	Models []ModelEntry
+	// Starting is true while the app is starting the daemon.
+	Starting bool
+	// Switching names the model a switch is under way to ("" when none).
+	Switching string
+	// LoginItem is whether StartLux starts at login, as the system says;
+	// LoginItemErr says why that could not be read.
+	LoginItem    bool
+	LoginItemErr error
+	// Notice is a line to show on top, such as the last action's error or
+	// that the daemon's login agent needs approval.
+	Notice string
+}
+
+// BuildMenu turns a state into the menu the tray shows.
+func BuildMenu(s MenuState) Menu {
+	var items []Item
+	info := func(format string, args ...any) {
+		items = append(items, Item{Title: fmt.Sprintf(format, args...)})
+	}
+	sep := func() { items = append(items, Item{Separator: true}) }
+	if s.Notice != "" {
+		info("⚠ %s", s.Notice)
+		sep()
+	}
+
+	var tooltip string
+	up := s.StatusErr == nil
+	st := s.Status
+	switch {
+	case !up && s.Starting:
+		info("Daemon starting…")
+		tooltip = "StartLux: daemon starting"
+	case !up:
+		info("Daemon not running")
+		items = append(items, Item{Action: ActionStart, Title: "Start Daemon", Enabled: true})
+		tooltip = "StartLux: daemon not running"
+	case st.State == StateLoading || st.State == StateWarming:
+		what := "Loading"
+		if st.State == StateWarming {
+			what = "Warming up"
+		}
+		line := fmt.Sprintf("Daemon %s %s…", strings.ToLower(what), modelLabel(st))
+		if p := st.Progress; p != nil && p.Total > 0 && st.State == StateLoading {
+			line += fmt.Sprintf(" %d%%", p.Done*100/p.Total)
+		}
+		info("%s", line)
+		tooltip = "StartLux: " + strings.ToLower(what)
+	case st.State == StateFailed:
+		info("Model failed to load")
+		if st.Error != "" {
+			info("%s", truncate(st.Error, 80))
+		}
+		tooltip = "StartLux: model failed to load"
+	default:
+		tooltip = fmt.Sprintf("StartLux: %s", modelLabel(st))
+	}
+	if up && st.State != StateFailed && st.State != StateLoading {
+		info("Model: %s", modelLabel(st))
+		if s.Switching != "" {
+			info("Switching to %s…", s.Switching)
+		}
+		info("Backend: %s", orDash(st.Model.Backend))
+		info("int8: %s", onOff(st.Model.Int8))
+		info("Prefix cache: %s / %s", FormatBytes(st.SnapshotBytes), FormatBytes(st.SnapshotLimit))
+		line := fmt.Sprintf("Requests: %d", st.RequestsServed)
+		if st.RequestsServed > 0 {
+			line += fmt.Sprintf(" · p50 %s", formatMS(st.LatencyP50MS))
+		}
+		info("%s", line)
+	}
+	sep()
+
+	var models []Item
+	for _, m := range s.Models {
+		models = append(models, Item{
+			Action:    UseAction(m.Name),
+			Title:     m.Name,
+			Enabled:   up && s.Switching == "",
+			Checkable: true,
+			Checked:   m.Current,
+		})
+	}
+	if len(models) == 0 {
+		title := "No models listed"
+		if !up {
+			title = "Start the daemon to list models"
+		}
+		models = append(models, Item{Title: title})
+	}
+	models = append(models, Item{Separator: true}, Item{Action: ActionOpenModels, Title: "Open Models Folder…", Enabled: true})
+	items = append(items, Item{Title: "Switch Model", Enabled: true, Children: models})
+	sep()
+
+	login := Item{Action: ActionLogin, Title: "Start at Login", Enabled: s.LoginItemErr == nil, Checkable: true, Checked: s.LoginItem}
+	items = append(items, login)
+	if up {
+		items = append(items, Item{Action: ActionRestart, Title: "Restart Daemon", Enabled: true})
+	}
+	sep()
+	items = append(items, Item{Action: ActionQuit, Title: "Quit StartLux", Enabled: true})
+	return Menu{Tooltip: tooltip, Items: items}
+}
+
+func modelLabel(st Status) string {
+	switch {
+	case st.Model.Name != "":
+		return st.Model.Name
+	case st.Progress != nil && st.Progress.Model != "":
+		return st.Progress.Model
+	}
+	return "model"
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "–"
+	}
+	return s
+}
+
+func formatMS(ms float64) string {
+	if ms < 10 {
+		return fmt.Sprintf("%.1f ms", ms)
+	}
+	return fmt.Sprintf("%.0f ms", ms)
+}
+
+func truncate(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+// Find returns the first item (searching submenus) whose action is action.
+func (m Menu) Find(action string) (Item, bool) {
+	var walk func([]Item) (Item, bool)
+	walk = func(items []Item) (Item, bool) {
+		for _, it := range items {
+			if it.Action == action && !it.Separator {
+				return it, true
+			}
+			if found, ok := walk(it.Children); ok {
+				return found, true
+			}
+		}
+		return Item{}, false
+	}
+	return walk(m.Items)
+}
+
+// Text renders the menu as indented lines (checked items marked "✓",
+// disabled ones in brackets) — for logs, tests and the --print flag.
+func (m Menu) Text() string {
+	var b strings.Builder
+	var walk func([]Item, string)
+	walk = func(items []Item, indent string) {
+		for _, it := range items {
+			switch {
+			case it.Separator:
+				b.WriteString(indent + "---\n")
+				continue
+			case it.Checkable && it.Checked:
+				b.WriteString(indent + "✓ ")
+			case it.Checkable:
+				b.WriteString(indent + "  ")
+			default:
+				b.WriteString(indent)
+			}
+			if it.Enabled || it.Action == "" && len(it.Children) > 0 {
+				b.WriteString(it.Title)
+			} else {
+				b.WriteString("[" + it.Title + "]")
+			}
+			if len(it.Children) > 0 {
+				b.WriteString(" ▸")
+			}
+			b.WriteString("\n")
+			walk(it.Children, indent+"    ")
+		}
+	}
+	walk(m.Items, "")
+	return b.String()
+}

@@ -1,0 +1,214 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/ebitengine/purego/objc"
+)
+
+// SMAppServiceStatus values (ServiceManagement, macOS 13).
+const (
+	smNotRegistered    = 0
+	smEnabled          = 1
+	smRequiresApproval = 2
+	smNotFound         = 3
+)
+
+// agentLabel and agentPlist name the daemon's LaunchAgent in the bundle
+// (Contents/Library/LaunchAgents).
+const (
+	agentLabel = "dev.startlux.daemon"
+	agentPlist = agentLabel + ".plist"
+)
+
+// DarwinSystem is the [System] for macOS: the daemon is the bundle's
+// LaunchAgent registered through SMAppService (falling back to a child
+// process while the agent is not approved, or outside a bundle), and
+// "Start at Login" is SMAppService.mainAppService.
+type DarwinSystem struct {
+	// DaemonPath is the startlux executable (Contents/MacOS/startlux).
+	DaemonPath string
+	// DaemonArgs follow "serve" when the app runs the daemon as a child.
+	DaemonArgs []string
+	// LogFile receives a child daemon's output.
+	LogFile string
+	// InBundle is true when the app runs from StartLux.app; SMAppService
+	// works only then.
+	InBundle bool
+
+	child child
+
+	mu             sync.Mutex // guards openedSettings
+	openedSettings bool
+}
+
+// NewSystem returns the macOS system of this process.
+func NewSystem(daemonArgs []string) (System, error) {
+	if err := frameworks(); err != nil {
+		return nil, err
+	}
+	// A missing daemon executable is reported when the daemon is started,
+	// so the app can still show the menu of a daemon running elsewhere.
+	daemon, _ := siblingExecutable("startlux")
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the app executable: %w", err)
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return nil, fmt.Errorf("home folder: %w", err)
+	}
+	macos := filepath.Dir(self)
+	inBundle := filepath.Base(macos) == "MacOS" && strings.HasSuffix(filepath.Dir(filepath.Dir(macos)), ".app")
+	return &DarwinSystem{
+		DaemonPath: daemon,
+		DaemonArgs: daemonArgs,
+		LogFile:    filepath.Join(home, "Library", "Logs", "StartLux", "daemon.log"),
+		InBundle:   inBundle,
+	}, nil
+}
+
+func agentService() objc.ID {
+	return class("SMAppService").Send(sel("agentServiceWithPlistName:"), nsString(agentPlist))
+}
+
+func mainAppService() objc.ID {
+	return class("SMAppService").Send(sel("mainAppService"))
+}
+
+func serviceStatus(svc objc.ID) int {
+	return objc.Send[int](svc, sel("status"))
+}
+
+// callWithError sends a selector of the form xAndReturnError: and turns a
+// NO into the NSError's text.
+func callWithError(svc objc.ID, selector string) error {
+	var nserr objc.ID
+	if objc.Send[bool](svc, sel(selector), unsafe.Pointer(&nserr)) {
+		return nil
+	}
+	return errors.New(nsErrorText(nserr))
+}
+
+func (s *DarwinSystem) startChild() error {
+	return s.child.start(s.DaemonPath, append([]string{"serve"}, s.DaemonArgs...), s.LogFile)
+}
+
+// StartDaemon implements [System].
+func (s *DarwinSystem) StartDaemon(ctx context.Context) (string, error) {
+	if !s.InBundle || class("SMAppService") == 0 {
+		return "", s.startChild()
+	}
+	var status int
+	var regErr error
+	withPool(func() {
+		svc := agentService()
+		status = serviceStatus(svc)
+		if status == smNotRegistered || status == smNotFound {
+			regErr = callWithError(svc, "registerAndReturnError:")
+			status = serviceStatus(svc)
+		}
+	})
+	switch {
+	case status == smEnabled:
+		// launchd runs it (KeepAlive); kick it in case it is waiting out a
+		// crash throttle.
+		exec.CommandContext(ctx, "/bin/launchctl", "kickstart", s.agentTarget()).Run()
+		return "", nil
+	case status == smRequiresApproval:
+		s.mu.Lock()
+		first := !s.openedSettings
+		s.openedSettings = true
+		s.mu.Unlock()
+		if first {
+			withPool(func() { class("SMAppService").Send(sel("openSystemSettingsLoginItems")) })
+		}
+		return "Allow StartLux in System Settings › General › Login Items; until then the daemon runs as the app's child",
+			s.startChild()
+	default:
+		notice := "The daemon's login agent could not be registered"
+		if regErr != nil {
+			notice += ": " + regErr.Error()
+		}
+		return notice + "; it runs as the app's child", s.startChild()
+	}
+}
+
+// agentTarget is the launchd service target of the daemon's agent.
+func (s *DarwinSystem) agentTarget() string {
+	return fmt.Sprintf("gui/%d/%s", os.Getuid(), agentLabel)
+}
+
+func (s *DarwinSystem) agentEnabled() bool {
+	if !s.InBundle || class("SMAppService") == 0 {
+		return false
+	}
+	var st int
+	withPool(func() { st = serviceStatus(agentService()) })
+	return st == smEnabled
+}
+
+// RestartDaemon implements [System].
+func (s *DarwinSystem) RestartDaemon(ctx context.Context, pid int) error {
+	switch {
+	case s.child.running():
+		if err := s.child.stop(); err != nil {
+			return err
+		}
+	case s.agentEnabled():
+		out, err := exec.CommandContext(ctx, "/bin/launchctl", "kickstart", "-k", s.agentTarget()).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("launchctl kickstart -k %s: %w: %s", s.agentTarget(), err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	case pid > 0:
+		if err := terminatePID(ctx, pid); err != nil {
+			return err
+		}
+	}
+	_, err := s.StartDaemon(ctx)
+	return err
+}
+
+// LoginItem implements [System]: whether SMAppService.mainAppService is
+// enabled (or registered and awaiting approval).
+func (s *DarwinSystem) LoginItem(ctx context.Context) (bool, error) {
+	if !s.InBundle || class("SMAppService") == 0 {
+		return false, errors.New("start at login needs StartLux.app (macOS 13 or later)")
+	}
+	var st int
+	withPool(func() { st = serviceStatus(mainAppService()) })
+	return st == smEnabled || st == smRequiresApproval, nil
+}
+
+// SetLoginItem implements [System].
+func (s *DarwinSystem) SetLoginItem(ctx context.Context, on bool) error {
+	if !s.InBundle || class("SMAppService") == 0 {
+		return errors.New("start at login needs StartLux.app (macOS 13 or later)")
+	}
+	var err error
+	withPool(func() {
+		if on {
+			err = callWithError(mainAppService(), "registerAndReturnError:")
+		} else {
+			err = callWithError(mainAppService(), "unregisterAndReturnError:")
+		}
+	})
+	return err
+}
+
+// OpenFolder implements [System] with open(1).
+func (s *DarwinSystem) OpenFolder(ctx context.Context, dir string) error {
+	return openFolder(dir, "/usr/bin/open")
+}
+
+// Stop implements [System].
+func (s *DarwinSystem) Stop() error { return s.child.stop() }
