@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/startlux/startlux"
 	"github.com/startlux/startlux/model/safetensors"
 	"github.com/startlux/startlux/tensor"
 )
@@ -244,5 +245,37 @@ func TestLoadProgressAndBytes(t *testing.T) {
 	}
 	if wb := m.WeightBytes(); wb != total {
 		t.Errorf("WeightBytes %d, want every tensor's bytes %d", wb, total)
+	}
+}
+
+// TestDemoModelFS loads the embedded demo checkpoint (tied head) from its
+// file system and checks it runs exactly as the same files loaded by path.
+func TestDemoModelFS(t *testing.T) {
+	a, err := LoadFS(startlux.DemoModel(), "demo", newBackend(t), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b := loadTiny(t, demoDir)
+	if !a.Config.Tied || a.Head() != a.Embedding() {
+		t.Error("demo checkpoint's head is not tied to its embedding")
+	}
+	ids := []int32{5, 9, 300, 4000, 17, 17, 2}
+	for _, head := range []bool{false, true} {
+		var ha, hb *tensor.Weight
+		if head {
+			ha, hb = a.Head(), b.Head()
+		}
+		oa, err := a.Forward(context.Background(), []Row{{IDs: ids, Gather: seq(len(ids))}}, ha)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ob, err := b.Forward(context.Background(), []Row{{IDs: ids, Gather: seq(len(ids))}}, hb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(oa[0], ob[0]) {
+			t.Errorf("head %v: embedded and on-disk checkpoints differ", head)
+		}
 	}
 }
