@@ -1,0 +1,203 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+)
+
+func TestFormatBytes(t *testing.T) {
+	tests := []struct {
+		n    int64
+		want string
+	}{
+		{0, "0 B"},
+		{1023, "1023 B"},
+		{1024, "1.0 KiB"},
+		{1536, "1.5 KiB"},
+		{10*1024 - 1, "10 KiB"}, // 9.999 KiB rounds up past one decimal
+		{10 * 1024, "10 KiB"},
+		{512 << 20, "512 MiB"},
+		{1023*1024*1024 + 1023*1024, "1.0 GiB"}, // 1023.999 MiB
+		{3 << 30, "3.0 GiB"},
+		{-2048, "-2.0 KiB"},
+	}
+	for _, tt := range tests {
+		if got := FormatBytes(tt.n); got != tt.want {
+			t.Errorf("FormatBytes(%d) = %q, want %q", tt.n, got, tt.want)
+		}
+	}
+}
+
+// TestFormatBytesMatchesValue checks, over many sizes, that the printed
+// number times its unit is within rounding of the byte count.
+func TestFormatBytesMatchesValue(t *testing.T) {
+	units := map[string]float64{"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+	for n := int64(1); n < 1<<42; n = n*7/3 + 1 {
+		s := FormatBytes(n)
+		var v float64
+		var unit string
+		if _, err := fmt.Sscanf(s, "%g %s", &v, &unit); err != nil {
+			t.Fatalf("FormatBytes(%d) = %q: %v", n, s, err)
+		}
+		got := v * units[unit]
+		step := units[unit] // integer display
+		if strings.Contains(s, ".") {
+			step /= 10
+		}
+		if d := got - float64(n); d > step/2+0.5 || d < -step/2-0.5 {
+			t.Errorf("FormatBytes(%d) = %q reads as %.0f", n, s, got)
+		}
+	}
+}
+
+func TestBuildMenu(t *testing.T) {
+	ready := Status{
+		State:          StateReady,
+		Model:          ModelStatus{Name: "demo", Backend: "cpu"},
+		SnapshotBytes:  3 << 20,
+		SnapshotLimit:  512 << 20,
+		RequestsServed: 4,
+		LatencyP50MS:   12.4,
+	}
+	models := []ModelEntry{{Name: "demo", Embedded: true, Current: true}, {Name: "big", Path: "/m/big"}}
+	down := errors.New("no daemon is listening")
+	tests := []struct {
+		name  string
+		state MenuState
+		want  string
+	}{
+		{"ready", MenuState{Status: ready, Models: models, LoginItem: true}, `
+[Model: demo]
+[Backend: cpu]
+[int8: off]
+[Prefix cache: 3.0 MiB / 512 MiB]
+[Requests: 4 · p50 12 ms]
+---
+Switch Model ▸
+    ✓ demo
+      big
+    ---
+    Open Models Folder…
+---
+✓ Start at Login
+Restart Daemon
+---
+Quit StartLux
+`},
+		{"down", MenuState{StatusErr: down}, `
+[Daemon not running]
+Start Daemon
+---
+Switch Model ▸
+    [Start the daemon to list models]
+    ---
+    Open Models Folder…
+---
+  Start at Login
+---
+Quit StartLux
+`},
+		{"starting", MenuState{StatusErr: down, Starting: true, Notice: "Allow StartLux in Login Items"}, `
+[⚠ Allow StartLux in Login Items]
+---
+[Daemon starting…]
+---
+Switch Model ▸
+    [Start the daemon to list models]
+    ---
+    Open Models Folder…
+---
+  Start at Login
+---
+Quit StartLux
+`},
+		{"loading", MenuState{Status: Status{State: StateLoading, Progress: &LoadProgress{Model: "/m/big", Phase: "loading", Done: 1, Total: 4}}, LoginItemErr: errors.New("no bundle")}, `
+[Daemon loading /m/big… 25%]
+---
+Switch Model ▸
+    [No models listed]
+    ---
+    Open Models Folder…
+---
+  [Start at Login]
+Restart Daemon
+---
+Quit StartLux
+`},
+		{"switching", MenuState{Status: func() Status { s := ready; s.Model.Int8 = true; return s }(), Models: models, Switching: "big"}, `
+[Model: demo]
+[Switching to big…]
+[Backend: cpu]
+[int8: on]
+[Prefix cache: 3.0 MiB / 512 MiB]
+[Requests: 4 · p50 12 ms]
+---
+Switch Model ▸
+    ✓ [demo]
+      [big]
+    ---
+    Open Models Folder…
+---
+  Start at Login
+Restart Daemon
+---
+Quit StartLux
+`},
+		{"failed", MenuState{Status: Status{State: StateFailed, Error: "model_load_failed: bad config"}, Models: models}, `
+[Model failed to load]
+[model_load_failed: bad config]
+---
+Switch Model ▸
+    ✓ demo
+      big
+    ---
+    Open Models Folder…
+---
+  Start at Login
+Restart Daemon
+---
+Quit StartLux
+`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := BuildMenu(tt.state).Text()
+			if want := strings.TrimPrefix(tt.want, "\n"); got != want {
+				t.Errorf("menu:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
+func TestMenuFind(t *testing.T) {
+	m := BuildMenu(MenuState{Status: Status{State: StateReady}, Models: []ModelEntry{{Name: "x"}}})
+	if it, ok := m.Find(UseAction("x")); !ok || it.Title != "x" || !it.Enabled {
+		t.Errorf("Find(use:x) = %+v, %v", it, ok)
+	}
+	if _, ok := m.Find(ActionStart); ok {
+		t.Errorf("a running daemon's menu offers Start Daemon")
+	}
+}
+
+func TestFlattenShape(t *testing.T) {
+	a := BuildMenu(MenuState{Status: Status{State: StateReady}, Models: []ModelEntry{{Name: "x"}}})
+	b := BuildMenu(MenuState{Status: Status{State: StateReady, SnapshotBytes: 99}, Models: []ModelEntry{{Name: "y", Current: true}}, LoginItem: true})
+	c := BuildMenu(MenuState{Status: Status{State: StateReady}, Models: []ModelEntry{{Name: "x"}, {Name: "y"}}})
+	fa, fb, fc := flatten(a.Items), flatten(b.Items), flatten(c.Items)
+	if shapeOf(fa) != shapeOf(fb) {
+		t.Errorf("titles and checks changed the shape")
+	}
+	if shapeOf(fa) == shapeOf(fc) {
+		t.Errorf("an extra model did not change the shape")
+	}
+	for i, f := range fa {
+		if f.parent >= i {
+			t.Errorf("item %d has parent %d after it", i, f.parent)
+		}
+		if f.parent >= 0 && len(fa[f.parent].Children) == 0 {
+			t.Errorf("item %d's parent %d has no children", i, f.parent)
+		}
+	}
+}
