@@ -3,9 +3,80 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/startlux/startlux/tokenizer"
 )
 
-// TODO: replaced by the issue that delivers "startlux bench".
+// benchmarks lists the subcommands of startlux bench, in the order "all" runs
+// them.
+func benchmarks() []command {
+	return []command{
+		{"prefill", "Qwen3.5-0.8B-shaped prefill: tok/s and GFLOP/s against the machine's sgemm", benchPrefill},
+		{"decide", "the demo model: cold vs warm evidence, decide_batch vs one by one", benchDecide},
+		{"tokenize", "encode throughput of the real Qwen3 vocabulary", benchTokenize},
+	}
+}
+
 func runBench(ctx context.Context, env *cmdEnv, args []string) error {
-	return errors.New("bench: not built yet")
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
+		fmt.Fprintln(env.stderr, "usage: startlux bench <benchmark|all> [flags]\n\nbenchmarks:")
+		for _, b := range benchmarks() {
+			fmt.Fprintf(env.stderr, "  %-9s %s\n", b.name, b.summary)
+		}
+		if len(args) == 0 {
+			return errors.New("bench: no benchmark named")
+		}
+		return flag.ErrHelp
+	}
+	if args[0] == "all" {
+		for _, b := range benchmarks() {
+			fmt.Fprintf(env.stdout, "== bench %s\n", b.name)
+			if err := b.run(ctx, env, nil); err != nil {
+				return fmt.Errorf("bench %s: %w", b.name, err)
+			}
+		}
+		return nil
+	}
+	for _, b := range benchmarks() {
+		if b.name == args[0] {
+			return b.run(ctx, env, args[1:])
+		}
+	}
+	return fmt.Errorf("bench: unknown benchmark %q", args[0])
+}
+
+// benchTokenize measures single-goroutine encode throughput on the golden
+// tokenizer strings and on 1 MB of mixed text.
+func benchTokenize(ctx context.Context, env *cmdEnv, args []string) error {
+	fs := flag.NewFlagSet("bench tokenize", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	path := fs.String("tokenizer", "testdata/qwen3-tokenizer/tokenizer.json.gz", "tokenizer.json (or .json.gz) to measure")
+	dur := fs.Duration("time", 3*time.Second, "how long to measure each text")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	tok, err := tokenizer.Load(*path)
+	if err != nil {
+		return err
+	}
+	mixed := tokenizer.MixedText(1 << 20)
+	lines := strings.Split(mixed, "\n")
+	for _, c := range []struct {
+		name  string
+		texts []string
+	}{
+		{"1 MB mixed text, as one string", []string{mixed}},
+		{"1 MB mixed text, paragraph by paragraph", lines},
+	} {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		mb := tokenizer.BenchEncode(tok, c.texts, *dur)
+		fmt.Fprintf(env.stdout, "tokenize %s: %.1f MB/s (one goroutine)\n", c.name, mb)
+	}
+	return nil
 }
