@@ -47,6 +47,9 @@ type linuxTray struct {
 func (v *linuxTray) render(m Menu) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if v.ctx.Err() != nil {
+		return // the tray has quit
+	}
 	systray.SetTooltip(m.Tooltip)
 	flat := flatten(m.Items)
 	v.set(flat)
