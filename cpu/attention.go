@@ -6,18 +6,26 @@ import (
 	"github.com/startlux/startlux/tensor"
 )
 
+// attnBlock is the number of queries handled together: a block of queries
+// only scores the keys up to its last position, so causal attention does
+// about half the work of the full square.
+const attnBlock = 64
+
 // Attention computes causal grouped-query attention for each row and query
 // head: scores against the row's prefix keys and its own keys up to the
 // query's position, scaled, a float32 softmax, and the weighted sum of
-// values. Each (row, head) pair is one task; the score matrix and both
-// products go through sgemm.
+// values. Each (row, head, block of queries) is one task; the scores and the
+// weighted sums go through sgemm.
 func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 	hd := a.HeadDim
 	group := a.Heads / a.KVHeads
 	qs, ks := a.Heads*hd, a.KVHeads*hd // token strides
 	qd, kd, vd, od := data(q), data(k), data(v), data(out)
-	b.parallel(a.B*a.Heads, func(task int) {
-		row, h := task/a.Heads, task%a.Heads
+	blocks := (a.T + attnBlock - 1) / attnBlock
+	b.parallel(a.B*a.Heads*blocks, func(task int) {
+		// Last blocks (the most keys) first, for balance.
+		blk := blocks - 1 - task%blocks
+		row, h := task/blocks/a.Heads, task/blocks%a.Heads
 		kvh := h / group
 		var pk, pv []float32
 		p := 0
@@ -25,26 +33,27 @@ func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 			p = a.Prefix[row].Len
 			pk, pv = data(a.Prefix[row].K), data(a.Prefix[row].V)
 		}
-		t := a.T
-		nk := p + t // keys of the last query
-		s := b.getScratch(t * nk)
+		i0 := blk * attnBlock
+		i1 := min(a.T, i0+attnBlock)
+		nq := i1 - i0
+		nk := p + i1 // keys of the block's last query
+		s := b.getScratch(nq * nk)
 		sc := s.d
-		q0 := row*t*qs + h*hd
-		k0 := row*t*ks + kvh*hd
-		// Scores: sc[i, 0:p] against the prefix, sc[i, p:p+t] against the row.
+		q0 := (row*a.T+i0)*qs + h*hd
+		k0 := row*a.T*ks + kvh*hd
+		// Scores: sc[i, 0:p] against the prefix, sc[i, p:p+i1] against the row.
 		if p > 0 {
-			b.sgemm(false, true, t, p, hd, a.Scale, qd[q0:], qs, pk[kvh*hd:], ks, 0, sc, nk)
+			b.sgemm(false, true, nq, p, hd, a.Scale, qd[q0:], qs, pk[kvh*hd:], ks, 0, sc, nk)
 		}
-		b.sgemm(false, true, t, t, hd, a.Scale, qd[q0:], qs, kd[k0:], ks, 0, sc[p:], nk)
-		for i := range t {
-			softmaxPrefix(sc[i*nk:(i+1)*nk], p+i+1)
+		b.sgemm(false, true, nq, i1, hd, a.Scale, qd[q0:], qs, kd[k0:], ks, 0, sc[p:], nk)
+		for i := range nq {
+			softmaxPrefix(sc[i*nk:(i+1)*nk], p+i0+i+1)
 		}
-		o0 := row*t*qs + h*hd
 		if p > 0 {
-			b.sgemm(false, false, t, hd, p, 1, sc, nk, pv[kvh*hd:], ks, 0, od[o0:], qs)
-			b.sgemm(false, false, t, hd, t, 1, sc[p:], nk, vd[k0:], ks, 1, od[o0:], qs)
+			b.sgemm(false, false, nq, hd, p, 1, sc, nk, pv[kvh*hd:], ks, 0, od[q0:], qs)
+			b.sgemm(false, false, nq, hd, i1, 1, sc[p:], nk, vd[k0:], ks, 1, od[q0:], qs)
 		} else {
-			b.sgemm(false, false, t, hd, t, 1, sc, nk, vd[k0:], ks, 0, od[o0:], qs)
+			b.sgemm(false, false, nq, hd, i1, 1, sc, nk, vd[k0:], ks, 0, od[q0:], qs)
 		}
 		b.putScratch(s)
 	})
@@ -58,7 +67,7 @@ func softmaxPrefix(s []float32, n int) {
 	}
 	var sum float32
 	for i, v := range s[:n] {
-		e := float32(math.Exp(float64(v - m)))
+		e := exp32(v - m)
 		s[i] = e
 		sum += e
 	}

@@ -46,17 +46,25 @@ func (b *Backend) CausalConv(out, x tensor.Tensor, w *tensor.Weight, a tensor.Co
 			newStates[r] = ns
 		}
 	}
+	zeros := make([]float32, d)
 	b.parallelRange(a.B*a.T, max(1, elemGrain/max(d*kw, 1)), func(lo, hi int) {
+		ins := make([][]float32, kw)
 		for tok := lo; tok < hi; tok++ {
 			r, t := tok/a.T, tok%a.T
-			o := od[tok*d : (tok+1)*d]
-			clear(o)
 			for j := range kw {
-				in := input(r, t-(kw-1)+j)
-				if in == nil {
-					continue
+				if ins[j] = input(r, t-(kw-1)+j); ins[j] == nil {
+					ins[j] = zeros
 				}
+			}
+			o := od[tok*d : (tok+1)*d]
+			if kw == 4 {
+				conv4(o, wt, ins[0], ins[1], ins[2], ins[3])
+				continue
+			}
+			clear(o)
+			for j, in := range ins {
 				wj := wt[j*d : (j+1)*d]
+				in = in[:len(o)]
 				for c := range o {
 					o[c] += wj[c] * in[c]
 				}
@@ -70,5 +78,19 @@ func (b *Backend) CausalConv(out, x tensor.Tensor, w *tensor.Weight, a tensor.Co
 		if ns != nil {
 			copy(data(a.NewState[r]), ns)
 		}
+	}
+}
+
+// conv4 computes o[c] = silu(Σ_j w[j·D + c]·x_j[c]) for the common K = 4,
+// summing the taps in order as the general loop does.
+func conv4(o, w, x0, x1, x2, x3 []float32) {
+	n := len(o)
+	w0, w1, w2, w3 := w[:n], w[n:2*n], w[2*n:3*n], w[3*n:4*n]
+	x0, x1, x2, x3 = x0[:n], x1[:n], x2[:n], x3[:n]
+	for c := range o {
+		v := w0[c]*x0[c] + w1[c]*x1[c]
+		v += w2[c] * x2[c]
+		v += w3[c] * x3[c]
+		o[c] = silu(v)
 	}
 }

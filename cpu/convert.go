@@ -8,31 +8,41 @@ import (
 	"github.com/startlux/startlux/tensor"
 )
 
-// convertRows widens rows [r0, r1) of w into dst, row-major with w.Cols()
-// columns: the tile a MatMul multiplies. It handles every stored form
-// (F32, BF16, F16 and MLX affine-quantised U32) and agrees exactly with
-// tensor.Weight.Row.
-func convertRows(w *tensor.Weight, r0, r1 int, dst []float32) {
-	n := w.Cols()
+// convertTile widens columns [c0, c1) of rows [r0, r1) of w into dst,
+// row-major with c1−c0 columns: the tile a MatMul multiplies. It handles
+// every stored form (F32, BF16, F16 and MLX affine-quantised U32, where c0
+// and c1 are multiples of the group size unless c1 is the row's end) and
+// agrees exactly with tensor.Weight.Row. A new quantised format only needs
+// a case here.
+func convertTile(w *tensor.Weight, r0, r1, c0, c1 int, dst []float32) {
+	n := c1 - c0
 	rb := w.RowBytes()
 	if w.Quant != nil {
 		for r := r0; r < r1; r++ {
-			dequantRow(w, r, dst[(r-r0)*n:(r-r0+1)*n])
+			dequantRow(w, r, c0, c1, dst[(r-r0)*n:(r-r0+1)*n])
 		}
 		return
 	}
-	src := w.Data[r0*rb : r1*rb]
-	dst = dst[:(r1-r0)*n]
-	switch w.DType {
-	case tensor.BF16:
-		bf16ToF32(dst, src)
-	case tensor.F16:
-		f16ToF32(dst, src)
-	case tensor.F32:
-		f32FromBytes(dst, src)
-	default:
-		tensor.ConvertRow(dst, src, w.DType) // panics with the dtype
+	es := w.DType.Size()
+	for r := r0; r < r1; r++ {
+		src := w.Data[r*rb+c0*es : r*rb+c1*es]
+		d := dst[(r-r0)*n : (r-r0+1)*n]
+		switch w.DType {
+		case tensor.BF16:
+			bf16ToF32(d, src)
+		case tensor.F16:
+			f16ToF32(d, src)
+		case tensor.F32:
+			f32FromBytes(d, src)
+		default:
+			tensor.ConvertRow(d, src, w.DType) // panics with the dtype
+		}
 	}
+}
+
+// convertRows widens whole rows [r0, r1) of w into dst.
+func convertRows(w *tensor.Weight, r0, r1 int, dst []float32) {
+	convertTile(w, r0, r1, 0, w.Cols(), dst)
 }
 
 // bf16ToF32 widens len(dst) bfloat16 values from src.
@@ -87,42 +97,43 @@ func f32FromBytes(dst []float32, src []byte) {
 	}
 }
 
-// dequantRow widens row r of an MLX affine-quantised weight into dst.
-func dequantRow(w *tensor.Weight, r int, dst []float32) {
+// dequantRow widens columns [c0, c1) of row r of an MLX affine-quantised
+// weight into dst; c0 is a multiple of the group size.
+func dequantRow(w *tensor.Weight, r, c0, c1 int, dst []float32) {
 	q := w.Quant
-	n := w.Cols()
-	groups := n / q.Group
+	gs := q.Group
+	g0, g1 := c0/gs, (c1+gs-1)/gs
 	var sb [2 * 256]float32
 	var sc, bi []float32
-	if groups <= 256 {
-		sc, bi = sb[:groups], sb[256:256+groups]
+	if ng := w.Cols() / gs; ng <= 256 {
+		sc, bi = sb[:ng], sb[256:256+ng]
 	} else {
-		sc, bi = make([]float32, groups), make([]float32, groups)
+		sc, bi = make([]float32, ng), make([]float32, ng)
 	}
 	q.Scales.Row(r, sc)
 	q.Biases.Row(r, bi)
 	rb := w.RowBytes()
 	src := w.Data[r*rb : (r+1)*rb]
-	for g := range groups {
+	for g := g0; g < g1; g++ {
 		s, b := sc[g], bi[g]
-		d := dst[g*q.Group : (g+1)*q.Group]
-		c0 := g * q.Group
+		gc0 := g * gs
+		d := dst[gc0-c0 : min(c1, gc0+gs)-c0]
 		switch q.Bits {
 		case 8:
-			p := src[c0 : c0+q.Group]
+			p := src[gc0 : gc0+len(d)]
 			for c := range d {
 				d[c] = s*float32(p[c]) + b
 			}
 		case 4:
-			p := src[c0/2 : c0/2+q.Group/2]
-			for c := 0; c < len(d); c += 2 {
+			p := src[gc0/2 : gc0/2+gs/2]
+			for c := 0; c+1 < len(d); c += 2 {
 				v := p[c/2]
 				d[c] = s*float32(v&15) + b
 				d[c+1] = s*float32(v>>4) + b
 			}
 		case 2:
-			p := src[c0/4 : c0/4+q.Group/4]
-			for c := 0; c < len(d); c += 4 {
+			p := src[gc0/4 : gc0/4+gs/4]
+			for c := 0; c+3 < len(d); c += 4 {
 				v := p[c/4]
 				d[c] = s*float32(v&3) + b
 				d[c+1] = s*float32(v>>2&3) + b
@@ -131,7 +142,7 @@ func dequantRow(w *tensor.Weight, r int, dst []float32) {
 			}
 		default:
 			for c := range d {
-				d[c] = s*float32(tensor.Unpack(src, q.Bits, c0+c)) + b
+				d[c] = s*float32(tensor.Unpack(src, q.Bits, gc0+c)) + b
 			}
 		}
 	}
@@ -147,7 +158,7 @@ func vec(w *tensor.Weight) []float32 {
 	if w.Quant != nil {
 		n := w.Cols()
 		for r := range w.Rows() {
-			dequantRow(w, r, out[r*n:(r+1)*n])
+			dequantRow(w, r, 0, n, out[r*n:(r+1)*n])
 		}
 		return out
 	}

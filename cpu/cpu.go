@@ -40,6 +40,8 @@ type Backend struct {
 	// uses the backend from one goroutine at a time (tensor.Backend's rule),
 	// so the pool only sees the workers of one operation.
 	scratch sync.Pool
+
+	free freeList // memory of freed tensors
 }
 
 var _ tensor.Backend = (*Backend)(nil)
@@ -85,15 +87,64 @@ func data(t tensor.Tensor) []float32 {
 	return t.(*buf).d
 }
 
-// Alloc returns a tensor of n float32 elements (zeroed, although callers may
-// not rely on it).
-func (b *Backend) Alloc(n int) tensor.Tensor { return &buf{d: make([]float32, n)} }
-
-// Free drops the tensor's memory; the tensor must not be used afterwards.
-func (b *Backend) Free(t tensor.Tensor) {
-	if t != nil {
-		t.(*buf).d = nil
+// Alloc returns a tensor of n float32 elements with unspecified contents
+// (memory given back by Free is reused).
+func (b *Backend) Alloc(n int) tensor.Tensor {
+	if d := b.free.get(n); d != nil {
+		return &buf{d: d}
 	}
+	return &buf{d: make([]float32, n)}
+}
+
+// Free gives the tensor's memory back for reuse; the tensor must not be used
+// afterwards.
+func (b *Backend) Free(t tensor.Tensor) {
+	if t == nil {
+		return
+	}
+	bt := t.(*buf)
+	b.free.put(bt.d)
+	bt.d = nil
+}
+
+// freeList keeps freed tensor memory by exact length, up to a byte budget:
+// a forward pass allocates the same shapes layer after layer.
+type freeList struct {
+	mu    sync.Mutex // guards lists and bytes
+	lists map[int][][]float32
+	bytes int
+}
+
+// freeListBudget bounds the memory a freeList holds.
+const freeListBudget = 256 << 20
+
+func (f *freeList) get(n int) []float32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.lists[n]
+	if len(l) == 0 {
+		return nil
+	}
+	d := l[len(l)-1]
+	f.lists[n] = l[:len(l)-1]
+	f.bytes -= 4 * n
+	return d
+}
+
+func (f *freeList) put(d []float32) {
+	if len(d) == 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.bytes+4*len(d) > freeListBudget {
+		return // let the garbage collector have it
+	}
+	if f.lists == nil {
+		f.lists = make(map[int][][]float32)
+	}
+	f.lists[len(d)] = append(f.lists[len(d)], d)
+	f.bytes += 4 * len(d)
 }
 
 // Write copies src into t[off : off+len(src)].

@@ -24,10 +24,12 @@ func (b *Backend) GatedDelta(out, qkv, alpha, beta tensor.Tensor, aLog, dtBias *
 
 	// Per token: L2-normalised q (scaled by dk^−½) and k of every key head,
 	// β and g of every value head.
-	qn := make([]float32, n*nk*dk)
-	kn := make([]float32, n*nk*dk)
-	bt := make([]float32, n*nv)
-	gt := make([]float32, n*nv)
+	pre := b.getScratch(2*n*nk*dk + 2*n*nv)
+	defer b.putScratch(pre)
+	qn := pre.d[: n*nk*dk : n*nk*dk]
+	kn := pre.d[n*nk*dk : 2*n*nk*dk : 2*n*nk*dk]
+	bt := pre.d[2*n*nk*dk : 2*n*nk*dk+n*nv : 2*n*nk*dk+n*nv]
+	gt := pre.d[2*n*nk*dk+n*nv:]
 	qScale := float32(1 / math.Sqrt(float64(dk)))
 	b.parallelRange(n, 16, func(lo, hi int) {
 		for t := lo; t < hi; t++ {
@@ -55,11 +57,11 @@ func (b *Backend) GatedDelta(out, qkv, alpha, beta tensor.Tensor, aLog, dtBias *
 		for t0 := 0; t0 < a.T; t0 += c {
 			cl := min(c, a.T-t0)
 			base := row*a.T + t0
-			// Gather the chunk.
+			// Gather the chunk: K, and Q below Kβ in x (filled later).
 			for i := range cl {
 				tok := base + i
-				copy(ws.q[i*dk:(i+1)*dk], qn[(tok*nk+kh)*dk:])
 				copy(ws.k[i*dk:(i+1)*dk], kn[(tok*nk+kh)*dk:])
+				copy(ws.x[(cl+i)*dk:(cl+i+1)*dk], qn[(tok*nk+kh)*dk:])
 				copy(ws.v[i*dv:(i+1)*dv], qkvd[tok*width+vOff+j*dv:tok*width+vOff+(j+1)*dv])
 				ws.beta[i] = bt[tok*nv+j]
 				ws.g[i] = gt[tok*nv+j]
@@ -67,24 +69,29 @@ func (b *Backend) GatedDelta(out, qkv, alpha, beta tensor.Tensor, aLog, dtBias *
 			b.deltaChunk(ws, cl, dk, dv, st)
 			for i := range cl {
 				tok := base + i
-				copy(od[tok*nv*dv+j*dv:tok*nv*dv+(j+1)*dv], ws.o[i*dv:(i+1)*dv])
+				copy(od[tok*nv*dv+j*dv:tok*nv*dv+(j+1)*dv], ws.y[(cl+i)*dv:(cl+i+1)*dv])
 			}
 		}
 	})
 }
 
-// deltaScratch holds one worker's chunk matrices.
+// deltaScratch holds one worker's chunk matrices (c = chunk length).
 type deltaScratch struct {
-	s                 *scratchBuf
-	q, k, v, o        []float32 // [c, dk] / [c, dv]
-	beta, g, gam, egm []float32 // [c]
-	kb, w             []float32 // [c, dk]
-	u                 []float32 // [c, dv]
-	att, inv          []float32 // [c, c]
+	s       *scratchBuf
+	k       []float32 // [c, dk]: K, decayed in place at the end
+	x       []float32 // [2c, dk]: Kβ over Q
+	v       []float32 // [c, dv]
+	att     []float32 // [2c, c]: A over (QKᵀ ⊙ D)
+	inv     []float32 // [c, c]: (I + A)⁻¹
+	z       []float32 // [2c, dv+dk]: [U | W] over [Vβ | eγ Kβ], then over [· | eγ Q]
+	y       []float32 // [2c, dv]: W S over eγ Q S, then O
+	beta, g []float32 // [c]
+	gam     []float32 // [c]: γ
+	egm     []float32 // [c]: e^γ
 }
 
 func newDeltaScratch(b *Backend, c, dk, dv int) *deltaScratch {
-	s := b.getScratch(4*c + 4*c*dk + 3*c*dv + 2*c*c)
+	s := b.getScratch(4*c + c*dk + 2*c*dk + c*dv + 2*c*c + c*c + 2*c*(dv+dk) + 2*c*dv)
 	ws := &deltaScratch{s: s}
 	d := s.d
 	take := func(n int) []float32 {
@@ -92,104 +99,116 @@ func newDeltaScratch(b *Backend, c, dk, dv int) *deltaScratch {
 		d = d[n:]
 		return x
 	}
-	ws.q, ws.k, ws.kb, ws.w = take(c*dk), take(c*dk), take(c*dk), take(c*dk)
-	ws.v, ws.o, ws.u = take(c*dv), take(c*dv), take(c*dv)
+	ws.k, ws.x, ws.v = take(c*dk), take(2*c*dk), take(c*dv)
+	ws.att, ws.inv = take(2*c*c), take(c*c)
+	ws.z, ws.y = take(2*c*(dv+dk)), take(2*c*dv)
 	ws.beta, ws.g, ws.gam, ws.egm = take(c), take(c), take(c), take(c)
-	ws.att, ws.inv = take(c*c), take(c*c)
 	return ws
 }
 
-// deltaChunk advances state st ([dk, dv]) over one chunk of cl positions
-// whose q, k, v, β and g are in ws, writing the outputs to ws.o.
+// deltaChunk advances state st ([dk, dv]) over one chunk of cl positions.
+// On entry ws.k holds K, ws.x[cl·dk:] Q, ws.v V, ws.beta and ws.g β and g;
+// on return ws.y[cl·dv:] holds the chunk's outputs. Five sgemm calls:
+//
+//	[Kβ; Q] Kᵀ            → A and the intra-chunk scores
+//	(I+A)⁻¹ [Vβ | eγ Kβ]  → [U | W]
+//	[W; eγ Q] S           → W S and the inter-chunk outputs
+//	(QKᵀ ⊙ D) V'          → outputs, with V' = U − W S
+//	eγ_last S + (e^(γ_last−γ) K)ᵀ V' → the new state
 func (b *Backend) deltaChunk(ws *deltaScratch, cl, dk, dv int, st []float32) {
-	q, k, v := ws.q[:cl*dk], ws.k[:cl*dk], ws.v[:cl*dv]
+	k, v := ws.k[:cl*dk], ws.v[:cl*dv]
+	x := ws.x[:2*cl*dk]
+	kb, q := x[:cl*dk], x[cl*dk:]
 	gam, egm := ws.gam[:cl], ws.egm[:cl]
 	var acc float32
 	for i := range cl {
 		acc += ws.g[i]
 		gam[i] = acc
-		egm[i] = float32(math.Exp(float64(acc)))
+		egm[i] = exp32(acc)
 	}
-	// kb = diag(β) K, u = diag(β) V.
-	kb, u := ws.kb[:cl*dk], ws.u[:cl*dv]
+	zw := dv + dk
+	z := ws.z[:2*cl*zw]
 	for i := range cl {
-		bi := ws.beta[i]
-		for x := range dk {
-			kb[i*dk+x] = bi * k[i*dk+x]
+		bi, ei := ws.beta[i], egm[i]
+		ki, kbi := k[i*dk:(i+1)*dk], kb[i*dk:(i+1)*dk]
+		zi := z[(cl+i)*zw : (cl+i+1)*zw]
+		zv, zk := zi[:dv], zi[dv:]
+		for e, val := range v[i*dv : (i+1)*dv] {
+			zv[e] = bi * val
 		}
-		for x := range dv {
-			u[i*dv+x] = bi * v[i*dv+x]
+		for d, kv := range ki {
+			kbi[d] = bi * kv
+			zk[d] = ei * (bi * kv)
 		}
 	}
-	// A = strictly_lower((Kβ Kᵀ) ⊙ D).
-	att := ws.att[:cl*cl]
-	b.sgemm(false, true, cl, cl, dk, 1, kb, dk, k, dk, 0, att, cl)
+	att := ws.att[:2*cl*cl]
+	b.sgemm(false, true, 2*cl, cl, dk, 1, x, dk, k, dk, 0, att, cl)
+	// A = strictly_lower(Kβ Kᵀ ⊙ D); P = lower(Q Kᵀ ⊙ D).
 	for i := range cl {
 		ar := att[i*cl : (i+1)*cl]
+		pr := att[(cl+i)*cl : (cl+i+1)*cl]
+		gi := gam[i]
 		for jj := range i {
-			ar[jj] *= float32(math.Exp(float64(gam[i] - gam[jj])))
+			dij := exp32(gi - gam[jj])
+			ar[jj] *= dij
+			pr[jj] *= dij
 		}
 		clear(ar[i:])
+		clear(pr[i+1:])
 	}
-	// inv = (I + A)⁻¹ by forward substitution: inv_i = e_i − Σ_{j<i} A_ij inv_j.
+	// inv = (I + A)⁻¹ by forward substitution: inv_i = e_i − Σ_{j<i} A_ij inv_j
+	// (row j of inv is zero beyond column j).
 	inv := ws.inv[:cl*cl]
 	clear(inv)
 	for i := range cl {
-		ir := inv[i*cl : (i+1)*cl]
+		ir := inv[i*cl : i*cl+i+1]
 		ir[i] = 1
-		for jj := range i {
-			aij := att[i*cl+jj]
+		ar := att[i*cl : i*cl+i]
+		for jj, aij := range ar {
 			if aij == 0 {
 				continue
 			}
 			jr := inv[jj*cl : jj*cl+jj+1]
-			for x, vv := range jr {
-				ir[x] -= aij * vv
+			ir := ir[:len(jr)]
+			for col, val := range jr {
+				ir[col] -= aij * val
 			}
 		}
 	}
-	// U = inv · Vβ (into o, then back to u); W = inv · diag(eγ) Kβ.
-	o := ws.o[:cl*dv]
-	b.sgemm(false, false, cl, dv, cl, 1, inv, cl, u, dv, 0, o, dv)
-	copy(u, o)
+	// [U | W] = inv · [Vβ | eγ Kβ] (rows cl..2cl of z) into rows 0..cl; then
+	// eγ Q below W.
+	b.sgemm(false, false, cl, zw, cl, 1, inv, cl, z[cl*zw:], zw, 0, z, zw)
 	for i := range cl {
-		for x := range dk {
-			kb[i*dk+x] *= egm[i]
+		ei := egm[i]
+		zq := z[(cl+i)*zw+dv : (cl+i+1)*zw]
+		for d, qv := range q[i*dk : (i+1)*dk] {
+			zq[d] = ei * qv
 		}
 	}
-	w := ws.w[:cl*dk]
-	b.sgemm(false, false, cl, dk, cl, 1, inv, cl, kb, dk, 0, w, dk)
-	// V' = U − W S (in u).
-	b.sgemm(false, false, cl, dv, dk, -1, w, dk, st, dv, 1, u, dv)
-	// O = ((Q Kᵀ) ⊙ D) V' + diag(eγ) Q S.
-	b.sgemm(false, true, cl, cl, dk, 1, q, dk, k, dk, 0, att, cl)
+	// y = [W; eγ Q] · S.
+	y := ws.y[:2*cl*dv]
+	b.sgemm(false, false, 2*cl, dv, dk, 1, z[dv:], zw, st, dv, 0, y, dv)
+	// V' = U − W S, into v.
 	for i := range cl {
-		ar := att[i*cl : (i+1)*cl]
-		for jj := 0; jj <= i; jj++ {
-			ar[jj] *= float32(math.Exp(float64(gam[i] - gam[jj])))
-		}
-		clear(ar[i+1:])
-	}
-	b.sgemm(false, false, cl, dv, cl, 1, att, cl, u, dv, 0, o, dv)
-	for i := range cl {
-		for x := range dk {
-			q[i*dk+x] *= egm[i]
+		u := z[i*zw : i*zw+dv]
+		ws := y[i*dv : (i+1)*dv]
+		vi := v[i*dv : (i+1)*dv]
+		for e := range vi {
+			vi[e] = u[e] - ws[e]
 		}
 	}
-	b.sgemm(false, false, cl, dv, dk, 1, q, dk, st, dv, 1, o, dv)
-	// S = eγ_last S + (diag(exp(γ_last − γ)) K)ᵀ V'.
+	// O = eγ Q S + P V'.
+	b.sgemm(false, false, cl, dv, cl, 1, att[cl*cl:], cl, v, dv, 1, y[cl*dv:], dv)
+	// S = eγ_last S + (diag(e^(γ_last − γ)) K)ᵀ V'.
 	last := gam[cl-1]
 	for i := range cl {
-		f := float32(math.Exp(float64(last - gam[i])))
-		for x := range dk {
-			k[i*dk+x] *= f
+		f := exp32(last - gam[i])
+		ki := k[i*dk : (i+1)*dk]
+		for d := range ki {
+			ki[d] *= f
 		}
 	}
-	el := egm[cl-1]
-	for x := range st {
-		st[x] *= el
-	}
-	b.sgemm(true, false, dk, dv, cl, 1, k, dk, u, dv, 1, st, dv)
+	b.sgemm(true, false, dk, dv, cl, 1, k, dk, v, dv, egm[cl-1], st, dv)
 }
 
 // l2norm writes scale · x / sqrt(Σx² + 1e-6) into dst.

@@ -1,22 +1,39 @@
 package cpu
 
 import (
+	"unsafe"
+
 	"github.com/startlux/startlux/tensor"
 )
 
-// tileRows is the number of weight rows converted to float32 at a time.
-const tileRows = 128
+// Tile shape of MatMul: up to tileRows weight rows by tileCols columns are
+// widened to float32 at a time (so the scratch stays cache-sized whatever
+// the weight's width) and multiplied with one sgemm call.
+var (
+	tileRows = 256
+	tileCols = 1024
+)
 
 // MatMul computes out[rows, O] = x[rows, I] · wᵀ. The weight is widened to
-// float32 a tile of rows at a time into per-worker scratch and multiplied
-// with sgemm; tiles are spread over the workers.
+// float32 a tile at a time into per-worker scratch and multiplied with
+// sgemm, accumulating over column blocks; tiles of rows are spread over the
+// workers. Float32 weights are used in place when aligned.
 func (b *Backend) MatMul(out, x tensor.Tensor, w *tensor.Weight, rows int) {
 	o, in := w.Rows(), w.Cols()
 	xd, od := data(x)[:rows*in], data(out)[:rows*o]
 	if rows == 0 || o == 0 {
 		return
 	}
+	if in == 0 {
+		clear(od)
+		return
+	}
+	direct := f32View(w)
+	// Tiles of rows: as many as the workers need, no larger than tileRows.
 	nt := min(tileRows, o)
+	if per := (o + b.threads - 1) / b.threads; per < nt {
+		nt = max(16, (per+15)/16*16)
+	}
 	tiles := (o + nt - 1) / nt
 	// Too few tiles to keep the workers busy: also split the rows of x.
 	mParts := 1
@@ -24,6 +41,16 @@ func (b *Backend) MatMul(out, x tensor.Tensor, w *tensor.Weight, rows int) {
 		mParts = (b.threads + tiles - 1) / tiles
 	}
 	mStep := (rows + mParts - 1) / mParts
+	kc := in
+	if direct == nil && in > tileCols {
+		// Blocks of about tileCols columns, whole quantisation groups.
+		nb := (in + tileCols - 1) / tileCols
+		kc = (in + nb - 1) / nb
+		if w.Quant != nil {
+			g := w.Quant.Group
+			kc = (kc + g - 1) / g * g
+		}
+	}
 	b.parallel(tiles*mParts, func(task int) {
 		t, mp := task/mParts, task%mParts
 		r0, r1 := t*nt, min(o, (t+1)*nt)
@@ -31,9 +58,40 @@ func (b *Backend) MatMul(out, x tensor.Tensor, w *tensor.Weight, rows int) {
 		if m0 >= m1 {
 			return
 		}
-		s := b.getScratch((r1 - r0) * in)
-		convertRows(w, r0, r1, s.d)
-		b.sgemm(false, true, m1-m0, r1-r0, in, 1, xd[m0*in:], in, s.d, in, 0, od[m0*o+r0:], o)
+		if direct != nil {
+			b.sgemm(false, true, m1-m0, r1-r0, in, 1, xd[m0*in:], in, direct[r0*in:], in, 0, od[m0*o+r0:], o)
+			return
+		}
+		s := b.getScratch((r1 - r0) * kc)
+		for c0 := 0; c0 < in; c0 += kc {
+			c1 := min(in, c0+kc)
+			convertTile(w, r0, r1, c0, c1, s.d)
+			beta := float32(1)
+			if c0 == 0 {
+				beta = 0
+			}
+			b.sgemm(false, true, m1-m0, r1-r0, c1-c0, 1, xd[m0*in+c0:], in, s.d, c1-c0, beta, od[m0*o+r0:], o)
+		}
 		b.putScratch(s)
 	})
 }
+
+// f32View returns the elements of an F32 weight in place, or nil when w is
+// not F32 or its bytes are not 4-aligned.
+func f32View(w *tensor.Weight) []float32 {
+	if w.Quant != nil || w.DType != tensor.F32 || len(w.Data) == 0 || !littleEndian {
+		return nil
+	}
+	p := unsafe.Pointer(unsafe.SliceData(w.Data))
+	if uintptr(p)%4 != 0 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(p), len(w.Data)/4)
+}
+
+// littleEndian reports whether float32 values in memory match the
+// little-endian bytes of a checkpoint.
+var littleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()

@@ -178,3 +178,45 @@ func TestMeasureSgemm(t *testing.T) {
 		t.Logf("%s: %.2f GFLOP/s", tb.name, g)
 	}
 }
+
+// TestMatMulTiling shrinks the tiles so that row tiles, column blocks
+// (rounded to quantisation groups) and split rows of x are all exercised,
+// and checks an F32 weight whose bytes are not 4-aligned.
+func TestMatMulTiling(t *testing.T) {
+	defer func(r, c int) { tileRows, tileCols = r, c }(tileRows, tileCols)
+	tileRows, tileCols = 16, 40
+	rng := newRNG(t)
+	for _, sh := range [][3]int{{1, 50, 96}, {7, 50, 200}, {33, 3, 100}, {64, 100, 64}} {
+		rows, o, in := sh[0], sh[1], sh[2]
+		ws := map[string]*tensor.Weight{
+			"BF16": tensor.FromFloat32("w", tensor.BF16, []int{o, in}, randVec(rng, o*in, 0.5)),
+			"F16":  tensor.FromFloat32("w", tensor.F16, []int{o, in}, randVec(rng, o*in, 0.5)),
+		}
+		f := tensor.FromFloat32("w", tensor.F32, []int{o, in}, randVec(rng, o*in, 0.5))
+		shifted := make([]byte, len(f.Data)+1)
+		copy(shifted[1:], f.Data)
+		f.Data = shifted[1:]
+		ws["F32-unaligned"] = f
+		if in%32 == 0 {
+			ws["q4g32"] = quantWeight(rng, o, in, 4, 32, tensor.BF16)
+			ws["q3g32"] = quantWeight(rng, o, in, 3, 32, tensor.BF16)
+		}
+		for name, w := range ws {
+			x := randVec(rng, rows*in, 1)
+			wr := rows64(w)
+			want := make([]float64, rows*o)
+			for r := range rows {
+				for j := range o {
+					for p := range in {
+						want[r*o+j] += float64(x[r*in+p]) * wr[j][p]
+					}
+				}
+			}
+			for _, tb := range backends(t) {
+				out := tb.b.Alloc(rows * o)
+				tb.b.MatMul(out, upload(tb.b, x), w, rows)
+				checkClose(t, fmt.Sprintf("%s %s %v", tb.name, name, sh), download(t, tb.b, out), want, 1e-5)
+			}
+		}
+	}
+}

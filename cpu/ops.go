@@ -137,9 +137,3 @@ func ropeInvFreq(rd int, theta float32) []float32 {
 	}
 	return inv
 }
-
-// sigmoid returns 1 / (1 + e^−x) in float32.
-func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
-
-// silu returns x · sigmoid(x).
-func silu(x float32) float32 { return x * sigmoid(x) }
