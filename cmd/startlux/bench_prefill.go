@@ -31,14 +31,15 @@ type sgemmMeter interface {
 
 // benchPrefill runs "startlux bench prefill": a prefill over a checkpoint
 // with the real Qwen3.5-0.8B shapes and random bf16 weights, against the
-// backend's own sgemm rate measured in the same run.
+// backend's own sgemm rate measured in the same run. With --quant B it then
+// runs the same shapes MLX-quantised to B bits and compares.
 func benchPrefill(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := flag.NewFlagSet("bench prefill", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
 	tokens := fs.Int("tokens", 512, "prompt length")
-	quant := fs.Int("quant", 0, "0: bf16 weights (MLX-quantised weights are not built into the benchmark yet)")
+	quant := fs.Int("quant", 0, "also run the shapes MLX affine-quantised to this many bits (2, 3, 4, 5, 6 or 8; group 64); 0: bf16 only")
 	runs := fs.Int("runs", 3, "timed prefills after one warm-up (the median is reported)")
-	keep := fs.String("dir", "", "write the checkpoint here and keep it (default: a temporary directory, removed)")
+	keep := fs.String("dir", "", "write the checkpoints under this directory and keep them (default: a temporary directory, removed)")
 	backend := backendFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -46,42 +47,92 @@ func benchPrefill(ctx context.Context, env *cmdEnv, args []string) error {
 	if *tokens < 1 || *runs < 1 || fs.NArg() != 0 {
 		return fmt.Errorf("bench prefill: --tokens and --runs must be positive, no other arguments")
 	}
-	if *quant != 0 {
-		return fmt.Errorf("bench prefill: --quant %d: only 0 (bf16) is built so far", *quant)
+	switch *quant {
+	case 0, 2, 3, 4, 5, 6, 8:
+	default:
+		return fmt.Errorf("bench prefill: --quant %d: want 0, 2, 3, 4, 5, 6 or 8", *quant)
 	}
 	be, err := openBackend(*backend)
 	if err != nil {
 		return fmt.Errorf("bench prefill: %w", err)
 	}
-
-	dir := *keep
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "startlux-bench-"); err != nil {
+	root := *keep
+	if root == "" {
+		if root, err = os.MkdirTemp("", "startlux-bench-"); err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
-	} else if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		defer os.RemoveAll(root)
 	}
-	t0 := time.Now()
-	params, err := writeBenchCheckpoint(dir, qwen35Small())
+	fmt.Fprintf(env.stdout, "backend %s, GOMAXPROCS %d, %s/%s\n", be.Name(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
+
+	b := &prefillBench{be: be, tokens: *tokens, runs: *runs, env: env}
+	base, err := b.run(ctx, filepath.Join(root, "bf16"), 0)
 	if err != nil {
 		return fmt.Errorf("bench prefill: %w", err)
+	}
+	var q *prefillResult
+	if *quant != 0 {
+		if q, err = b.run(ctx, filepath.Join(root, fmt.Sprintf("q%d", *quant)), *quant); err != nil {
+			return fmt.Errorf("bench prefill: %d-bit: %w", *quant, err)
+		}
+	}
+	line := fmt.Sprintf("prefill %d tokens: %.1f tok/s, %.1f GFLOP/s", *tokens, base.tps, base.gflops)
+	if sm, ok := be.(sgemmMeter); ok {
+		sg, err := sm.MeasureSgemm(ctx, *tokens, 1024, 3584, time.Second)
+		if err != nil {
+			return fmt.Errorf("bench prefill: sgemm: %w", err)
+		}
+		line += fmt.Sprintf(" = %.0f%% of BLAS sgemm (%.1f GFLOP/s)", 100*base.gflops/sg, sg)
+	}
+	if q != nil {
+		fmt.Fprintf(env.stdout, "prefill %d tokens, %d-bit: %.1f tok/s = %.2f × bf16, weights %.2f GB = %.0f%% of bf16's %.2f GB\n",
+			*tokens, *quant, q.tps, q.tps/base.tps, float64(q.weightBytes)/1e9, 100*float64(q.weightBytes)/float64(base.weightBytes), float64(base.weightBytes)/1e9)
+	}
+	fmt.Fprintln(env.stdout, line)
+	return nil
+}
+
+// prefillBench holds what every run of the prefill benchmark shares.
+type prefillBench struct {
+	be           tensor.Backend
+	tokens, runs int
+	env          *cmdEnv
+}
+
+// prefillResult is one checkpoint's measurement.
+type prefillResult struct {
+	tps, gflops float64
+	weightBytes int64
+}
+
+// run writes a checkpoint (bits 0: bf16, else MLX-quantised) into dir,
+// loads it and times prefills.
+func (b *prefillBench) run(ctx context.Context, dir string, bits int) (*prefillResult, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	kind := "bf16"
+	if bits != 0 {
+		kind = fmt.Sprintf("%d-bit", bits)
+	}
+	t0 := time.Now()
+	params, err := writeBenchCheckpoint(dir, qwen35Small(), bits)
+	if err != nil {
+		return nil, err
 	}
 	st, err := os.Stat(filepath.Join(dir, "model.safetensors"))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ckBytes := st.Size()
-	fmt.Fprintf(env.stderr, "wrote a Qwen3.5-0.8B-shaped checkpoint (%.2f GB, %.1fM non-embedding parameters) in %.1fs\n",
-		float64(ckBytes)/1e9, float64(params)/1e6, time.Since(t0).Seconds())
-
-	m, err := model.Load(dir, be, model.LoadOptions{})
+	fmt.Fprintf(b.env.stderr, "wrote a Qwen3.5-0.8B-shaped %s checkpoint (%.2f GB, %.1fM non-embedding parameters) in %.1fs\n",
+		kind, float64(st.Size())/1e9, float64(params)/1e6, time.Since(t0).Seconds())
+	resetPeakRSS()
+	m, err := model.Load(dir, b.be, model.LoadOptions{})
 	if err != nil {
-		return fmt.Errorf("bench prefill: %w", err)
+		return nil, err
 	}
 	defer m.Close()
-	ids := make([]int32, *tokens)
+	ids := make([]int32, b.tokens)
 	rng := uint64(0x9e3779b97f4a7c15)
 	for i := range ids {
 		ids[i] = int32(splitmix(&rng) % 240000)
@@ -97,35 +148,32 @@ func benchPrefill(ctx context.Context, env *cmdEnv, args []string) error {
 		return d, nil
 	}
 	if _, err := prefill(); err != nil { // warm-up: pages of the mapping, scratch buffers
-		return fmt.Errorf("bench prefill: %w", err)
+		return nil, err
 	}
 	var times []time.Duration
-	for range *runs {
+	for range b.runs {
 		d, err := prefill()
 		if err != nil {
-			return fmt.Errorf("bench prefill: %w", err)
+			return nil, err
 		}
 		times = append(times, d)
-		fmt.Fprintf(env.stderr, "prefill %d tokens: %.2fs\n", *tokens, d.Seconds())
+		fmt.Fprintf(b.env.stderr, "%s prefill %d tokens: %.2fs\n", kind, b.tokens, d.Seconds())
 	}
 	slices.Sort(times)
 	med := times[len(times)/2].Seconds()
-	tps := float64(*tokens) / med
-	gflops := 2 * float64(params) * float64(*tokens) / med / 1e9
+	r := &prefillResult{tps: float64(b.tokens) / med, gflops: 2 * float64(params) * float64(b.tokens) / med / 1e9, weightBytes: m.WeightBytes()}
+	rss := peakRSS()
+	fmt.Fprintf(b.env.stdout, "%s: peak resident memory %.2f GB = %.2f × the checkpoint's %.2f GB\n",
+		kind, float64(rss)/1e9, float64(rss)/float64(st.Size()), float64(st.Size())/1e9)
+	return r, nil
+}
 
-	fmt.Fprintf(env.stdout, "backend %s, %d threads (GOMAXPROCS), %s/%s\n", be.Name(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(env.stdout, "peak resident memory %.2f GB = %.2f × the checkpoint's %.2f GB\n",
-		float64(peakRSS())/1e9, float64(peakRSS())/float64(ckBytes), float64(ckBytes)/1e9)
-	line := fmt.Sprintf("prefill %d tokens: %.1f tok/s, %.1f GFLOP/s", *tokens, tps, gflops)
-	if sm, ok := be.(sgemmMeter); ok {
-		sg, err := sm.MeasureSgemm(ctx, *tokens, 1024, 3584, time.Second)
-		if err != nil {
-			return fmt.Errorf("bench prefill: sgemm: %w", err)
-		}
-		line += fmt.Sprintf(" = %.0f%% of BLAS sgemm (%.1f GFLOP/s, %d×1024×3584)", 100*gflops/sg, sg, *tokens)
+// resetPeakRSS resets the kernel's peak-RSS mark where it can (Linux), so
+// that each run reports its own peak.
+func resetPeakRSS() {
+	if runtime.GOOS == "linux" {
+		os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
 	}
-	fmt.Fprintln(env.stdout, line)
-	return nil
 }
 
 // peakRSS returns the peak resident set size in bytes: VmHWM on Linux,
@@ -161,10 +209,14 @@ func qwen35Small() benchShape {
 }
 
 // writeBenchCheckpoint writes config.json and model.safetensors for shape s
-// with random weights (bf16 matrices with std in^−½, as the PyTorch peer
-// draws them; F32 A_log and linear_attn.norm as in official files) and
-// returns the number of non-embedding parameters.
-func writeBenchCheckpoint(dir string, s benchShape) (int64, error) {
+// with random weights (matrices with std in^−½, as the PyTorch peer draws
+// them; F32 A_log and linear_attn.norm as in official files) and returns the
+// number of non-embedding parameters. bits 0 writes the HF layout in bf16;
+// otherwise the mlx-community layout (language_model.model.*, norms stored
+// shifted, conv [D, K, 1]) with every matrix and the embedding affine-quantised
+// to bits, group 64, bf16 scales and biases.
+func writeBenchCheckpoint(dir string, s benchShape, bits int) (int64, error) {
+	const group = 64
 	types := make([]string, s.L)
 	for i := range types {
 		types[i] = "linear_attention"
@@ -181,6 +233,11 @@ func writeBenchCheckpoint(dir string, s benchShape) (int64, error) {
 		"hidden_act": "silu", "layer_types": types, "tie_word_embeddings": true, "max_position_embeddings": 262144,
 		"rope_parameters": map[string]any{"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25},
 	}
+	prefix, shift := "model.", float32(0)
+	if bits != 0 {
+		cfg["quantization"] = map[string]any{"group_size": group, "bits": bits, "mode": "affine"}
+		prefix, shift = "language_model.model.", 1
+	}
 	cb, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return 0, err
@@ -191,79 +248,139 @@ func writeBenchCheckpoint(dir string, s benchShape) (int64, error) {
 	seed := uint64(1)
 	var ents []safetensors.Entry
 	var params int64
-	add := func(name string, d tensor.DType, shape []int, gen func(i int) float32) {
+	count := func(name string, shape []int) int {
 		n := 1
 		for _, x := range shape {
 			n *= x
 		}
-		if name != "model.embed_tokens.weight" {
+		if name != prefix+"embed_tokens.weight" {
 			params += int64(n)
 		}
+		return n
+	}
+	add := func(name string, d tensor.DType, shape []int, gen func() float32) {
+		n := count(name, shape)
 		ents = append(ents, safetensors.Entry{Name: name, DType: d, Shape: shape, Stream: func(w io.Writer) error {
-			buf := make([]byte, 0, 1<<16)
-			for i := range n {
-				v := gen(i)
-				if d == tensor.F32 {
-					buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(v))
-				} else {
-					buf = binary.LittleEndian.AppendUint16(buf, tensor.F32ToBF16(v))
-				}
-				if len(buf) >= 1<<16-4 {
-					if _, err := w.Write(buf); err != nil {
-						return err
-					}
-					buf = buf[:0]
-				}
+			bw := &benchWriter{w: w}
+			for range n {
+				bw.put(d, gen())
 			}
-			_, err := w.Write(buf)
-			return err
+			return bw.flush()
 		}})
 	}
 	// uniform draws with the given standard deviation.
-	rnd := func(std float64) func(int) float32 {
+	rnd := func(std float64) func() float32 {
 		a := std * math.Sqrt(3)
-		return func(int) float32 {
-			return float32(a * (2*float64(splitmix(&seed)>>11)/(1<<53) - 1))
+		return func() float32 { return float32(a * (2*float64(splitmix(&seed)>>11)/(1<<53) - 1)) }
+	}
+	constant := func(v float32) func() float32 { return func() float32 { return v } }
+	mat := func(name string, out, in int, std float64) {
+		if bits == 0 {
+			add(name+".weight", tensor.BF16, []int{out, in}, rnd(std))
+			return
 		}
+		// The packed stream is written first; the scales and biases it
+		// produces (1/16 of its size or less) wait in memory for their turn.
+		count(name+".weight", []int{out, in})
+		ng := in / group
+		var sc, bi []byte
+		gen := rnd(std)
+		ents = append(ents, safetensors.Entry{Name: name + ".weight", DType: tensor.U32, Shape: []int{out, in * bits / 32},
+			Stream: func(w io.Writer) error {
+				row, packed := make([]float32, in), make([]byte, in*bits/8)
+				rs, rb := make([]float32, ng), make([]float32, ng)
+				sc, bi = make([]byte, 0, 2*out*ng), make([]byte, 0, 2*out*ng)
+				for range out {
+					for c := range row {
+						row[c] = gen()
+					}
+					model.QuantizeRow(packed, rs, rb, row, bits, group, tensor.BF16)
+					if _, err := w.Write(packed); err != nil {
+						return err
+					}
+					for g := range ng {
+						sc = binary.LittleEndian.AppendUint16(sc, tensor.F32ToBF16(rs[g]))
+						bi = binary.LittleEndian.AppendUint16(bi, tensor.F32ToBF16(rb[g]))
+					}
+				}
+				return nil
+			}},
+			safetensors.Entry{Name: name + ".scales", DType: tensor.BF16, Shape: []int{out, ng}, Stream: func(w io.Writer) error {
+				_, err := w.Write(sc)
+				sc = nil
+				return err
+			}},
+			safetensors.Entry{Name: name + ".biases", DType: tensor.BF16, Shape: []int{out, ng}, Stream: func(w io.Writer) error {
+				_, err := w.Write(bi)
+				bi = nil
+				return err
+			}})
 	}
-	constant := func(v float32) func(int) float32 { return func(int) float32 { return v } }
-	lin := func(name string, out, in int) {
-		add(name, tensor.BF16, []int{out, in}, rnd(1/math.Sqrt(float64(in))))
-	}
-	add("model.embed_tokens.weight", tensor.BF16, []int{s.V, s.H}, rnd(0.02))
-	add("model.norm.weight", tensor.BF16, []int{s.H}, constant(0))
+	lin := func(name string, out, in int) { mat(name, out, in, 1/math.Sqrt(float64(in))) }
+	mat(prefix+"embed_tokens", s.V, s.H, 0.02)
+	add(prefix+"norm.weight", tensor.BF16, []int{s.H}, constant(shift))
 	dconv, dval := 2*s.NK*s.DK+s.NV*s.DV, s.NV*s.DV
 	for i := range s.L {
-		p := fmt.Sprintf("model.layers.%d.", i)
-		add(p+"input_layernorm.weight", tensor.BF16, []int{s.H}, constant(0))
-		add(p+"post_attention_layernorm.weight", tensor.BF16, []int{s.H}, constant(0))
-		lin(p+"mlp.gate_proj.weight", s.I, s.H)
-		lin(p+"mlp.up_proj.weight", s.I, s.H)
-		lin(p+"mlp.down_proj.weight", s.H, s.I)
+		p := fmt.Sprintf("%slayers.%d.", prefix, i)
+		add(p+"input_layernorm.weight", tensor.BF16, []int{s.H}, constant(shift))
+		add(p+"post_attention_layernorm.weight", tensor.BF16, []int{s.H}, constant(shift))
+		lin(p+"mlp.gate_proj", s.I, s.H)
+		lin(p+"mlp.up_proj", s.I, s.H)
+		lin(p+"mlp.down_proj", s.H, s.I)
 		if types[i] == "full_attention" {
 			a := p + "self_attn."
-			lin(a+"q_proj.weight", 2*s.NH*s.HD, s.H)
-			lin(a+"k_proj.weight", s.NKV*s.HD, s.H)
-			lin(a+"v_proj.weight", s.NKV*s.HD, s.H)
-			lin(a+"o_proj.weight", s.H, s.NH*s.HD)
-			add(a+"q_norm.weight", tensor.BF16, []int{s.HD}, constant(0))
-			add(a+"k_norm.weight", tensor.BF16, []int{s.HD}, constant(0))
+			lin(a+"q_proj", 2*s.NH*s.HD, s.H)
+			lin(a+"k_proj", s.NKV*s.HD, s.H)
+			lin(a+"v_proj", s.NKV*s.HD, s.H)
+			lin(a+"o_proj", s.H, s.NH*s.HD)
+			add(a+"q_norm.weight", tensor.BF16, []int{s.HD}, constant(shift))
+			add(a+"k_norm.weight", tensor.BF16, []int{s.HD}, constant(shift))
 			continue
 		}
 		a := p + "linear_attn."
-		lin(a+"in_proj_qkv.weight", dconv, s.H)
-		lin(a+"in_proj_z.weight", dval, s.H)
-		lin(a+"in_proj_b.weight", s.NV, s.H)
-		lin(a+"in_proj_a.weight", s.NV, s.H)
-		add(a+"conv1d.weight", tensor.BF16, []int{dconv, 1, s.K}, rnd(0.5))
+		lin(a+"in_proj_qkv", dconv, s.H)
+		lin(a+"in_proj_z", dval, s.H)
+		lin(a+"in_proj_b", s.NV, s.H)
+		lin(a+"in_proj_a", s.NV, s.H)
+		conv := []int{dconv, 1, s.K}
+		if bits != 0 {
+			conv = []int{dconv, s.K, 1}
+		}
+		add(a+"conv1d.weight", tensor.BF16, conv, rnd(0.5))
 		add(a+"dt_bias", tensor.BF16, []int{s.NV}, constant(0))
-		add(a+"A_log", tensor.F32, []int{s.NV}, func(int) float32 {
+		add(a+"A_log", tensor.F32, []int{s.NV}, func() float32 {
 			return float32(math.Log(float64(splitmix(&seed)>>11)/(1<<53)*15 + 1))
 		})
 		add(a+"norm.weight", tensor.F32, []int{s.DV}, constant(1))
-		lin(a+"out_proj.weight", s.H, dval)
+		lin(a+"out_proj", s.H, dval)
 	}
 	return params, safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), ents, map[string]string{"format": "pt"})
+}
+
+// benchWriter buffers element-wise writes of generated tensors.
+type benchWriter struct {
+	w   io.Writer
+	buf []byte
+	err error
+}
+
+func (b *benchWriter) put(d tensor.DType, v float32) {
+	if d == tensor.F32 {
+		b.buf = binary.LittleEndian.AppendUint32(b.buf, math.Float32bits(v))
+	} else {
+		b.buf = binary.LittleEndian.AppendUint16(b.buf, tensor.F32ToBF16(v))
+	}
+	if len(b.buf) >= 1<<16 {
+		b.flush()
+	}
+}
+
+func (b *benchWriter) flush() error {
+	if b.err == nil && len(b.buf) > 0 {
+		_, b.err = b.w.Write(b.buf)
+	}
+	b.buf = b.buf[:0]
+	return b.err
 }
 
 // splitmix advances a SplitMix64 generator.
