@@ -36,7 +36,7 @@ func TestBenchCheckpoint(t *testing.T) {
 		}
 		// 4 layers: 3 DeltaNet (qkv 256, z 128, b/a 4 rows, out 64×128; conv 256×4; 4+4+32 vectors), 1 attention
 		// (q 256, k/v 64, o 64×128; q/k norms 64 each); MLPs 3·64·128; 2 norms of 64 per layer; final norm 64.
-		want := int64(3*(256*64+128*64+2*4*64+64*128+256*4+4+4+32) + (256*64+2*64*64+64*128+2*64) + 4*(3*64*128+2*64) + 64)
+		want := int64(3*(256*64+128*64+2*4*64+64*128+256*4+4+4+32) + (256*64 + 2*64*64 + 64*128 + 2*64) + 4*(3*64*128+2*64) + 64)
 		if params != want {
 			t.Errorf("bits %d: %d non-embedding parameters, want %d", bits, params, want)
 		}
