@@ -1,0 +1,347 @@
+package daemon
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/ipc"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// goldenCase is one case of testdata/goldens/decide-demo.json, the request
+// kept as raw JSON so its key order survives.
+type goldenCase struct {
+	Request json.RawMessage `json:"request"`
+	Answers map[string]struct {
+		Probs []float64 `json:"probs"`
+	} `json:"answers"`
+}
+
+func loadGoldens(t testing.TB) []goldenCase {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "testdata", "goldens", "decide-demo.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Cases []goldenCase `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &g); err != nil {
+		t.Fatal(err)
+	}
+	if len(g.Cases) == 0 {
+		t.Fatal("no golden cases")
+	}
+	return g.Cases
+}
+
+// checkGolden compares a response with a golden case within tol.
+func checkGolden(resp *decide.Response, gc *goldenCase, tol float64) error {
+	if len(resp.Answers) != len(gc.Answers) {
+		return fmt.Errorf("%d answers, want %d", len(resp.Answers), len(gc.Answers))
+	}
+	for name, want := range gc.Answers {
+		a := resp.Answers.Get(name)
+		if a == nil || len(a.Probs) != len(want.Probs) {
+			return fmt.Errorf("question %s: answer %+v, want %d probs", name, a, len(want.Probs))
+		}
+		for i := range want.Probs {
+			if math.Abs(a.Probs[i]-want.Probs[i]) > tol {
+				return fmt.Errorf("question %s: probs %v, want %v (within %g)", name, a.Probs, want.Probs, tol)
+			}
+		}
+	}
+	return nil
+}
+
+// startDemoDaemon runs a real daemon (CPU backend, embedded demo model) and
+// waits until it is ready.
+func startDemoDaemon(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "d.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	listening := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, RunOptions{Socket: path, Daemon: Options{Load: DecideLoader(0), ModelsDir: t.TempDir()},
+			Server: ipc.ServerOptions{ReadTimeout: 300 * time.Millisecond}, Listening: func(string) { close(listening) }})
+	}()
+	select {
+	case <-listening:
+	case err := <-done:
+		t.Fatalf("run: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
+	})
+	c := dial(t, path)
+	var st Status
+	waitFor(t, func() bool {
+		if err := c.Call(context.Background(), MethodStatus, nil, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.State == StateFailed {
+			t.Fatalf("the demo model failed to load: %s", st.Error)
+		}
+		return st.State == StateReady
+	})
+	if st.Model.Backend == "" || st.Model.Int8 || st.SnapshotLimit <= 0 {
+		t.Errorf("status of the ready daemon: %+v", st)
+	}
+	return path
+}
+
+// TestEndToEndGoldens sends every decide-demo.json request through the
+// socket, one by one and as one decide_batch, and compares the answers with
+// the reference probabilities.
+func TestEndToEndGoldens(t *testing.T) {
+	cases := loadGoldens(t)
+	path := startDemoDaemon(t)
+	c := dial(t, path)
+	ctx := context.Background()
+	var batch []byte
+	batch = append(batch, '[')
+	for i := range cases {
+		var resp decide.Response
+		if err := c.Call(ctx, MethodDecide, params(t, string(cases[i].Request)), &resp); err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if err := checkGolden(&resp, &cases[i], 1e-4); err != nil {
+			t.Errorf("case %d: %v", i, err)
+		}
+		if i > 0 {
+			batch = append(batch, ',')
+		}
+		batch = append(batch, cases[i].Request...)
+	}
+	batch = append(batch, ']')
+	var out BatchResult
+	if err := c.Call(ctx, MethodDecideBatch, params(t, string(batch)), &out); err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Responses) != len(cases) {
+		t.Fatalf("decide_batch: %d responses, want %d", len(out.Responses), len(cases))
+	}
+	for i, raw := range out.Responses {
+		var resp decide.Response
+		if err := ipc.Unmarshal(raw, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if err := checkGolden(&resp, &cases[i], 1e-4); err != nil {
+			t.Errorf("decide_batch item %d: %v", i, err)
+		}
+	}
+}
+
+// TestEndToEndBadInput sends each kind of bad input to the real daemon and
+// checks after each that another client still gets the goldens' answers.
+func TestEndToEndBadInput(t *testing.T) {
+	cases := loadGoldens(t)
+	path := startDemoDaemon(t)
+	good := dial(t, path)
+	stillGood := func(t *testing.T) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		var resp decide.Response
+		if err := good.Call(ctx, MethodDecide, params(t, string(cases[0].Request)), &resp); err != nil {
+			t.Fatalf("the other client: %v", err)
+		}
+		if err := checkGolden(&resp, &cases[0], 1e-4); err != nil {
+			t.Fatalf("the other client: %v", err)
+		}
+	}
+	frameOf := func(body []byte) []byte { f, _ := ipc.AppendFrame(nil, body); return f }
+	reqFrame := func(kv ...any) []byte {
+		b, err := msgpack.Marshal(orderedKV(kv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return frameOf(b)
+	}
+	wrongTypes := params(t, `{"evidence":{"a":1},"questions":{"q":{"type":"score","instructions":"x","criteria":[1,2]}}}`)
+	tests := []struct {
+		name string
+		data []byte
+		code ipc.Code // "" = the connection is closed
+	}{
+		{"garbage bytes", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), ipc.CodeFrameTooLarge},
+		{"truncated frame", append(binary.BigEndian.AppendUint32(nil, 100), 0x83, 0xa2), ""},
+		{"oversize length", []byte{0xff, 0xff, 0xff, 0xff}, ipc.CodeFrameTooLarge},
+		{"wrong method", reqFrame("id", 1, "method", "decidе"), ipc.CodeUnknownMethod},
+		{"method of wrong type", reqFrame("id", 1, "method", true), ipc.CodeBadRequest},
+		{"params of wrong types", reqFrame("id", 1, "method", "decide", "params", wrongTypes), ipc.CodeInvalidParams},
+		{"params not a map", reqFrame("id", 1, "method", "decide", "params", "evidence"), ipc.CodeInvalidParams},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := conn.Write(tc.data); err != nil {
+				t.Fatal(err)
+			}
+			conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			body, err := ipc.ReadFrame(conn, ipc.DefaultFrameLimit)
+			if tc.code == "" {
+				if err == nil {
+					t.Fatalf("got a response, want the connection closed")
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("no response: %v", err)
+				}
+				var resp struct {
+					Error struct {
+						Code string `json:"code"`
+					} `json:"error"`
+				}
+				if err := ipc.Unmarshal(body, &resp); err != nil || resp.Error.Code != string(tc.code) {
+					t.Fatalf("response %x (%v), want error %s", body, err, tc.code)
+				}
+			}
+			stillGood(t)
+		})
+	}
+	t.Run("disconnect mid-request", func(t *testing.T) {
+		conn, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range cases {
+			conn.Write(reqFrame("id", i, "method", "decide", "params", params(t, string(cases[i].Request))))
+		}
+		conn.Close()
+		stillGood(t)
+	})
+}
+
+// orderedKV encodes alternating keys and values as a map in that order.
+type orderedKV []any
+
+func (o orderedKV) EncodeMsgpack(enc *msgpack.Encoder) error {
+	if err := enc.EncodeMapLen(len(o) / 2); err != nil {
+		return err
+	}
+	for _, x := range o {
+		if err := enc.Encode(x); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestEndToEndLoad: 16 clients × 100 requests at once, with a model switch
+// in the middle, all answered without error and each within 1e-5 of the
+// answer the same request got alone.
+func TestEndToEndLoad(t *testing.T) {
+	cases := loadGoldens(t)
+	path := startDemoDaemon(t)
+	ctl := dial(t, path)
+	ctx := context.Background()
+	// The serial answers, from the short cases only: the test is about the
+	// daemon under load, and short requests keep its CPU time modest.
+	var raws []msgpack.RawMessage
+	var serial []decide.Response
+	for i := range cases {
+		raw := params(t, string(cases[i].Request))
+		var resp decide.Response
+		if err := ctl.Call(ctx, MethodDecide, raw, &resp); err != nil {
+			t.Fatal(err)
+		}
+		if resp.Tokens+resp.CachedTokens <= 150 {
+			raws = append(raws, raw)
+			serial = append(serial, resp)
+		}
+	}
+	if len(raws) < 4 {
+		t.Fatalf("only %d short golden cases", len(raws))
+	}
+	const clients, each = 16, 100
+	var wg sync.WaitGroup
+	errs := make(chan error, clients*each)
+	var progress sync.WaitGroup
+	progress.Add(clients)
+	for g := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := dial(t, path)
+			for i := range each {
+				if i == each/4 {
+					progress.Done()
+				}
+				k := (g*7 + i) % len(raws)
+				var resp decide.Response
+				if err := c.Call(ctx, MethodDecide, raws[k], &resp); err != nil {
+					errs <- fmt.Errorf("client %d request %d: %w", g, i, err)
+					continue
+				}
+				if err := sameAnswers(&resp, &serial[k], 1e-5); err != nil {
+					errs <- fmt.Errorf("client %d request %d (case %d): %w", g, i, k, err)
+				}
+			}
+		}()
+	}
+	// Switch to the same checkpoint read from disk while the load runs.
+	progress.Wait()
+	var st Status
+	if err := ctl.Call(ctx, MethodLoad, LoadParams{Model: filepath.Join("..", "testdata", "demo-decision")}, &st); err != nil {
+		t.Fatalf("switch under load: %v", err)
+	}
+	if st.Model.Path == DemoPath {
+		t.Errorf("status after the switch still names the embedded model: %+v", st.Model)
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	for err := range errs {
+		if n++; n <= 10 {
+			t.Error(err)
+		}
+	}
+	if n > 0 {
+		t.Errorf("%d of %d requests failed", n, clients*each)
+	}
+	if err := ctl.Call(ctx, MethodStatus, nil, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.RequestsServed < clients*each+uint64(len(cases)) {
+		t.Errorf("status counts %d requests served, want at least %d", st.RequestsServed, clients*each+len(cases))
+	}
+	t.Logf("served %d, p50 %.2f ms, p99 %.2f ms", st.RequestsServed, st.LatencyP50MS, st.LatencyP99MS)
+}
+
+// sameAnswers compares two responses' probabilities.
+func sameAnswers(got, want *decide.Response, tol float64) error {
+	if len(got.Answers) != len(want.Answers) {
+		return fmt.Errorf("%d answers, want %d", len(got.Answers), len(want.Answers))
+	}
+	for i, w := range want.Answers {
+		g := got.Answers[i]
+		if g.Name != w.Name || len(g.Probs) != len(w.Probs) {
+			return fmt.Errorf("answer %d: %s with %d probs, want %s with %d", i, g.Name, len(g.Probs), w.Name, len(w.Probs))
+		}
+		for k := range w.Probs {
+			if math.Abs(g.Probs[k]-w.Probs[k]) > tol {
+				return fmt.Errorf("%s: probs %v, want %v", w.Name, g.Probs, w.Probs)
+			}
+		}
+	}
+	return nil
+}
