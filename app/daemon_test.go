@@ -1,0 +1,207 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/ipc"
+)
+
+func TestModelsDirMatchesDaemon(t *testing.T) {
+	for _, xdg := range []string{"", "/data/xdg", "relative/ignored"} {
+		t.Setenv("XDG_DATA_HOME", xdg)
+		got, err := ModelsDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := daemon.ModelsDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("XDG_DATA_HOME=%q: app's models folder %s, daemon's %s", xdg, got, want)
+		}
+	}
+}
+
+// buildDaemon builds cmd/startlux into dir.
+func buildDaemon(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "startlux")
+	cmd := exec.Command("go", "build", "-o", bin, "../cmd/startlux")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build startlux: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// copyCheckpoint copies the demo checkpoint's files into dir.
+func copyCheckpoint(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"config.json", "decision_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} {
+		b, err := os.ReadFile(filepath.Join("../testdata/demo-decision", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// demoRequest is the first request of the demo goldens.
+func demoRequest(t *testing.T) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile("../testdata/goldens/decide-demo.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Cases []struct {
+			Request map[string]any `json:"request"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(b, &g); err != nil {
+		t.Fatal(err)
+	}
+	return g.Cases[0].Request
+}
+
+// TestControllerWithRealDaemon runs the real daemon (cmd/startlux serve) as
+// the app's child on a real socket and drives it through the controller:
+// start, the menu's model and cache figures, a request moving the cache, a
+// model switch from the menu, a restart, and a stopped daemon.
+func TestControllerWithRealDaemon(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skip("the go command is not on PATH")
+	}
+	dir := t.TempDir()
+	bin := buildDaemon(t, dir)
+	data := filepath.Join(dir, "data")
+	t.Setenv("XDG_DATA_HOME", data) // the child daemon inherits it
+	models, err := ModelsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	copyCheckpoint(t, filepath.Join(models, "other"))
+	sock := filepath.Join(dir, "s.sock")
+
+	sys := &XDGSystem{DaemonPath: bin, DaemonArgs: []string{"--socket", sock}, ConfigHome: filepath.Join(dir, "config"), LogFile: filepath.Join(dir, "daemon.log")}
+	defer sys.Stop()
+	d := NewIPCDaemon(sock)
+	defer d.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := New(d, sys, Options{ModelsDir: models, CallTimeout: 10 * time.Second})
+
+	// waitFor polls until the menu satisfies cond.
+	waitFor := func(what string, cond func(MenuState, string) bool) (MenuState, string) {
+		t.Helper()
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			txt := c.Poll(ctx).Text()
+			st := c.State()
+			if cond(st, txt) {
+				return st, txt
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				log, _ := os.ReadFile(sys.LogFile)
+				t.Fatalf("%s: menu:\n%s\ndaemon log:\n%s", what, txt, log)
+			}
+			if !sys.child.running() {
+				log, _ := os.ReadFile(sys.LogFile)
+				if strings.Contains(string(log), "not built yet") {
+					t.Skip("startlux serve is not built yet")
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	if txt := c.Poll(ctx).Text(); !strings.Contains(txt, "Daemon not running") {
+		t.Fatalf("before the start:\n%s", txt)
+	}
+	if err := c.Handle(ctx, ActionStart); err != nil {
+		t.Fatal(err)
+	}
+	st, txt := waitFor("daemon ready", func(s MenuState, _ string) bool { return s.StatusErr == nil && s.Status.State == StateReady })
+	name := st.Status.Model.Name
+	if name == "" {
+		t.Fatalf("status names no model: %+v", st.Status)
+	}
+	for _, want := range []string{
+		"Model: " + name,
+		"Backend: " + st.Status.Model.Backend,
+		"int8: off",
+		"Prefix cache: " + FormatBytes(st.Status.SnapshotBytes) + " / " + FormatBytes(st.Status.SnapshotLimit),
+		"✓ demo",
+		"  other",
+	} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("ready menu lacks %q:\n%s", want, txt)
+		}
+	}
+	if st.Status.SnapshotLimit <= 0 {
+		t.Errorf("snapshot limit %d", st.Status.SnapshotLimit)
+	}
+
+	// A request with fresh evidence leaves a prefix snapshot behind.
+	before := st.Status.SnapshotBytes
+	cl, err := ipc.Dial(ctx, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.Call(ctx, "decide", demoRequest(t), nil); err != nil {
+		t.Fatalf("decide: %v", err)
+	}
+	st, txt = waitFor("cache grew", func(s MenuState, _ string) bool { return s.Status.SnapshotBytes != before })
+	if !strings.Contains(txt, "Prefix cache: "+FormatBytes(st.Status.SnapshotBytes)+" / ") {
+		t.Errorf("menu does not show the new cache size %d:\n%s", st.Status.SnapshotBytes, txt)
+	}
+	if st.Status.RequestsServed == 0 || !strings.Contains(txt, "Requests: ") {
+		t.Errorf("requests served %d:\n%s", st.Status.RequestsServed, txt)
+	}
+
+	// Switch through the menu: the click returns once the daemon serves it.
+	if err := c.Handle(ctx, UseAction("other")); err != nil {
+		t.Fatalf("switch to other: %v", err)
+	}
+	st, txt = waitFor("switched", func(s MenuState, _ string) bool {
+		return s.Status.State == StateReady && strings.HasSuffix(s.Status.Model.Path, string(filepath.Separator)+"other")
+	})
+	if !strings.Contains(txt, "✓ other") || strings.Contains(txt, "✓ demo") {
+		t.Errorf("menu after the switch:\n%s", txt)
+	}
+
+	// Restart: a new process serves again.
+	pid := st.Status.PID
+	if err := c.Handle(ctx, ActionRestart); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("restarted", func(s MenuState, _ string) bool {
+		return s.StatusErr == nil && s.Status.PID != pid && s.Status.State == StateReady
+	})
+
+	// Stopped: the menu says so and offers to start it.
+	if err := sys.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, txt = waitFor("stopped", func(s MenuState, _ string) bool { return s.StatusErr != nil })
+	if !strings.Contains(txt, "Daemon not running") {
+		t.Errorf("menu of a stopped daemon:\n%s", txt)
+	}
+	if it, ok := c.Menu().Find(ActionStart); !ok || !it.Enabled {
+		t.Errorf("a stopped daemon's menu does not offer Start Daemon:\n%s", txt)
+	}
+}
