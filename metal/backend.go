@@ -596,3 +596,33 @@ func (b *Backend) GatedDelta(out, qkv, alpha, beta tensor.Tensor, aLog, dtBias *
 			bytesArg(7, params(a.T, a.NK, a.NV, a.DK, a.DV, row, n)))
 	}
 }
+
+// regionMapper is implemented by drivers that can wrap a whole mmap'd file.
+type regionMapper interface {
+	mapRegion(data []byte) error
+}
+
+// MapRegion tells the backend that data (page-aligned, typically a whole
+// mmap'd checkpoint file) stays mapped for the backend's life; weights that
+// lie inside it are then used without a copy. Backends without a device
+// (the emulator) ignore it.
+func (b *Backend) MapRegion(data []byte) error {
+	if m, ok := b.drv.(regionMapper); ok {
+		return m.mapRegion(data)
+	}
+	return nil
+}
+
+// warmer is implemented by drivers that compile pipelines ahead of use.
+type warmer interface {
+	warmUp(ctx context.Context) error
+}
+
+// WarmUp creates every kernel pipeline now, so that the first forward pass
+// does not pay for it. The emulator has nothing to warm.
+func (b *Backend) WarmUp(ctx context.Context) error {
+	if w, ok := b.drv.(warmer); ok {
+		return w.warmUp(ctx)
+	}
+	return nil
+}

@@ -183,4 +183,3 @@ func TestModelResumeAndBatch(t *testing.T) {
 		}
 	}
 }
-
