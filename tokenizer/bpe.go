@@ -50,6 +50,9 @@ func (t *mergeTable) slot(key uint64) uint64 {
 // put sets the merge of (a, b); a later put of the same pair replaces the
 // earlier one, as a later merges entry does in Hugging Face's BPE.
 func (t *mergeTable) put(a, b int32, rank uint32, id int32) {
+	if 2*(t.n+1) > len(t.slots) {
+		t.grow()
+	}
 	key := pairKey(a, b)
 	mask := uint64(len(t.slots) - 1)
 	for i := t.slot(key); ; i = (i + 1) & mask {
@@ -62,6 +65,17 @@ func (t *mergeTable) put(a, b int32, rank uint32, id int32) {
 			*s = mergeSlot{key: key, rank: rank, id: id}
 			t.n++
 			return
+		}
+	}
+}
+
+// grow doubles the table.
+func (t *mergeTable) grow() {
+	old := t.slots
+	*t = newMergeTable(len(old))
+	for _, s := range old {
+		if s.key != emptyKey {
+			t.put(int32(s.key>>32), int32(uint32(s.key)), s.rank, s.id)
 		}
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"strings"
 	"unicode/utf8"
 
 	"golang.org/x/text/unicode/norm"
@@ -33,16 +31,14 @@ type addedTokenJSON struct {
 }
 
 type modelJSON struct {
-	Type                    string          `json:"type"`
-	Dropout                 *float64        `json:"dropout"`
-	UnkToken                *string         `json:"unk_token"`
-	ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
-	EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
-	FuseUnk                 bool            `json:"fuse_unk"`
-	ByteFallback            bool            `json:"byte_fallback"`
-	IgnoreMerges            bool            `json:"ignore_merges"`
-	Vocab                   json.RawMessage `json:"vocab"`
-	Merges                  json.RawMessage `json:"merges"`
+	Type                    string   `json:"type"`
+	Dropout                 *float64 `json:"dropout"`
+	UnkToken                *string  `json:"unk_token"`
+	ContinuingSubwordPrefix *string  `json:"continuing_subword_prefix"`
+	EndOfWordSuffix         *string  `json:"end_of_word_suffix"`
+	FuseUnk                 bool     `json:"fuse_unk"`
+	ByteFallback            bool     `json:"byte_fallback"`
+	IgnoreMerges            bool     `json:"ignore_merges"`
 }
 
 // componentJSON is any normalizer, pre-tokenizer, decoder or post-processor.
@@ -67,15 +63,32 @@ func isNull(raw json.RawMessage) bool {
 
 // FromJSON builds a tokenizer from the contents of a tokenizer.json file.
 func FromJSON(data []byte) (*Tokenizer, error) {
+	t := &Tokenizer{}
+	sc := &scanner{data: data}
+	var model *modelParts
+	if sc.peek() != '{' {
+		return nil, fmt.Errorf("parse tokenizer.json: %w", sc.errorf("want a JSON object"))
+	}
+	fields, err := sc.rawObject(map[string]func() error{
+		"model": func() error {
+			var err error
+			model, err = scanModel(sc)
+			return err
+		},
+	})
+	if err == nil && sc.peek() != 0 {
+		err = sc.errorf("data after the top-level object")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("parse tokenizer.json: %w", err)
+	}
 	var f fileJSON
-	if err := json.Unmarshal(data, &f); err != nil {
+	if err := unmarshalFields(fields, &f); err != nil {
 		return nil, fmt.Errorf("parse tokenizer.json: %w", err)
 	}
 	if f.Version != nil && *f.Version != "1.0" {
 		return nil, fmt.Errorf("unknown tokenizer.json version %q (want 1.0)", *f.Version)
 	}
-	t := &Tokenizer{}
-	var err error
 	if t.norm, err = parseNormalizer(f.Normalizer); err != nil {
 		return nil, fmt.Errorf("normalizer: %w", err)
 	}
@@ -88,14 +101,10 @@ func FromJSON(data []byte) (*Tokenizer, error) {
 	if t.byteLevel, err = parseDecoder(f.Decoder); err != nil {
 		return nil, fmt.Errorf("decoder: %w", err)
 	}
-	if isNull(f.Model) {
+	if model == nil {
 		return nil, errors.New("model: missing")
 	}
-	var mj modelJSON
-	if err := json.Unmarshal(f.Model, &mj); err != nil {
-		return nil, fmt.Errorf("model: %w", err)
-	}
-	if err := t.buildModel(&mj); err != nil {
+	if err := t.buildModel(model); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
 	}
 	if err := t.buildAdded(f.AddedTokens); err != nil {
@@ -103,6 +112,89 @@ func FromJSON(data []byte) (*Tokenizer, error) {
 	}
 	t.buildDecoder()
 	return t, nil
+}
+
+// modelParts is the model object as scanned: the vocabulary already read,
+// the merges kept as raw text until the vocabulary is known.
+type modelParts struct {
+	modelJSON
+	vocab  map[string]int32
+	merges []byte
+	data   []byte // the whole file, for the merges scanner
+	isNull bool
+}
+
+// scanModel reads the model object: vocab and merges with the fast scanner,
+// the rest through encoding/json.
+func scanModel(sc *scanner) (*modelParts, error) {
+	m := &modelParts{data: sc.data}
+	if sc.peek() == 'n' {
+		if _, err := sc.skip(); err != nil {
+			return nil, err
+		}
+		return nil, nil
+	}
+	mergesAt := -1
+	fields, err := sc.rawObject(map[string]func() error{
+		"vocab": func() error {
+			var err error
+			m.vocab, err = scanVocab(sc)
+			if err != nil {
+				return fmt.Errorf("model: vocab: %w", err)
+			}
+			return nil
+		},
+		"merges": func() error {
+			mergesAt = sc.peekPos()
+			if sc.peek() == 'n' {
+				mergesAt = -1
+			}
+			_, err := sc.skip()
+			return err
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := unmarshalFields(fields, &m.modelJSON); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if mergesAt >= 0 {
+		m.merges = sc.data[mergesAt:]
+	}
+	return m, nil
+}
+
+// scanVocab reads the token → id object; all keys share one backing string.
+func scanVocab(sc *scanner) (map[string]int32, error) {
+	if sc.peek() == 'n' {
+		_, err := sc.skip()
+		return nil, err
+	}
+	type entry struct {
+		off, n int
+		id     int32
+	}
+	var entries []entry
+	var arena []byte
+	err := sc.object(func(key []byte) error {
+		id, err := sc.uint()
+		if err != nil {
+			return fmt.Errorf("token %q: %w", key, err)
+		}
+		entries = append(entries, entry{len(arena), len(key), id})
+		arena = append(arena, key...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	all := string(arena)
+	vocab := make(map[string]int32, len(entries))
+	for _, e := range entries {
+		vocab[all[e.off:e.off+e.n]] = e.id
+	}
+	return vocab, nil
 }
 
 func parseNormalizer(raw json.RawMessage) (normalizer, error) {
@@ -255,49 +347,99 @@ func parseDecoder(raw json.RawMessage) (bool, error) {
 	return false, fmt.Errorf("unsupported decoder type %q (supported: none, ByteLevel)", c.Type)
 }
 
-// parseMerges reads merges written as ["a", "b"] pairs or as "a b" strings.
-func parseMerges(raw json.RawMessage) ([][2]string, error) {
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, fmt.Errorf("merges: %w", err)
-	}
-	out := make([][2]string, 0, len(items))
-	legacy := len(items) > 0 && bytes.HasPrefix(bytes.TrimSpace(items[0]), []byte(`"`))
+// scanMerges reads the merges, written as ["a", "b"] pairs or as "a b"
+// strings, and enters them in the merge table with their ranks.
+func (t *Tokenizer) scanMerges(data []byte, table *mergeTable) error {
+	sc := &scanner{data: data}
+	legacy := false
 	rank := 0
-	for i, it := range items {
-		if legacy {
-			var line string
-			if err := json.Unmarshal(it, &line); err != nil {
-				return nil, fmt.Errorf("merges[%d]: not a string like the first entry: %w", i, err)
-			}
-			if strings.HasPrefix(line, "#version") {
-				continue
-			}
-			rank++
-			a, b, ok := strings.Cut(line, " ")
-			if !ok || strings.Contains(b, " ") {
-				return nil, fmt.Errorf("merges[%d] = %q: want two tokens separated by one space (bad merge %d)", i, line, rank)
-			}
-			out = append(out, [2]string{a, b})
-			continue
+	var a, joined []byte
+	add := func(i int, left, right []byte) error {
+		ia, ok := t.vocab[string(left)]
+		if !ok {
+			return fmt.Errorf("merges[%d] %q %q: unknown merge token %q (not in vocab)", i, left, right, left)
 		}
-		var pair []string
-		if err := json.Unmarshal(it, &pair); err != nil || len(pair) != 2 {
-			return nil, fmt.Errorf("merges[%d] = %s: want a pair of token strings", i, it)
+		ib, ok := t.vocab[string(right)]
+		if !ok {
+			return fmt.Errorf("merges[%d] %q %q: unknown merge token %q (not in vocab)", i, left, right, right)
 		}
-		out = append(out, [2]string{pair[0], pair[1]})
+		joined = append(append(joined[:0], left...), right...)
+		id, ok := t.vocab[string(joined)]
+		if !ok {
+			return fmt.Errorf("merges[%d] %q %q: merged token %q is not in vocab", i, left, right, joined)
+		}
+		table.put(ia, ib, uint32(rank), id)
+		rank++
+		return nil
 	}
-	return out, nil
+	err := sc.array(func(i int) error {
+		c := sc.peek()
+		if i == 0 {
+			legacy = c == '"'
+		}
+		start := sc.pos
+		if legacy {
+			if c != '"' {
+				return fmt.Errorf("merges[%d]: not a string like the first entry", i)
+			}
+			line, err := sc.str()
+			if err != nil {
+				return fmt.Errorf("merges[%d]: %w", i, err)
+			}
+			if bytes.HasPrefix(line, []byte("#version")) {
+				return nil
+			}
+			left, right, ok := bytes.Cut(line, []byte(" "))
+			if !ok || bytes.IndexByte(right, ' ') >= 0 {
+				return fmt.Errorf("merges[%d] = %q: want two tokens separated by one space (bad merge %d)", i, line, rank+1)
+			}
+			a = append(a[:0], left...)
+			return add(i, a, right)
+		}
+		bad := func() error {
+			sc.pos = start
+			raw, _ := sc.skip()
+			return fmt.Errorf("merges[%d] = %s: want a pair of token strings", i, raw)
+		}
+		if c != '[' {
+			return bad()
+		}
+		var pair [2][]byte
+		n := 0
+		err := sc.array(func(k int) error {
+			if k >= 2 || sc.peek() != '"' {
+				return errors.New("bad pair")
+			}
+			s, err := sc.str()
+			if err != nil {
+				return err
+			}
+			if k == 0 {
+				a = append(a[:0], s...)
+				pair[0] = a
+			} else {
+				pair[1] = s
+			}
+			n++
+			return nil
+		})
+		if err != nil || n != 2 {
+			return bad()
+		}
+		return add(i, pair[0], pair[1])
+	})
+	return err
 }
 
-func (t *Tokenizer) buildModel(mj *modelJSON) error {
+func (t *Tokenizer) buildModel(mp *modelParts) error {
+	mj := &mp.modelJSON
 	if mj.Type != "" && mj.Type != "BPE" {
 		return fmt.Errorf("unsupported model type %q (only BPE)", mj.Type)
 	}
-	if isNull(mj.Vocab) {
+	if mp.vocab == nil {
 		return errors.New("missing vocab")
 	}
-	if isNull(mj.Merges) {
+	if mp.merges == nil {
 		return errors.New("missing merges")
 	}
 	if mj.Dropout != nil && *mj.Dropout != 0 {
@@ -309,41 +451,15 @@ func (t *Tokenizer) buildModel(mj *modelJSON) error {
 	if mj.EndOfWordSuffix != nil && *mj.EndOfWordSuffix != "" {
 		return fmt.Errorf("end_of_word_suffix %q is not supported in a byte-level BPE", *mj.EndOfWordSuffix)
 	}
-	var vocab map[string]int64
-	if err := json.Unmarshal(mj.Vocab, &vocab); err != nil {
-		return fmt.Errorf("vocab: %w", err)
-	}
-	if len(vocab) == 0 {
+	if len(mp.vocab) == 0 {
 		return errors.New("vocab is empty")
 	}
-	t.vocab = make(map[string]int32, len(vocab))
-	for tok, id := range vocab {
-		if id < 0 || id > math.MaxInt32-1 {
-			return fmt.Errorf("vocab: token %q has id %d out of range", tok, id)
-		}
-		t.vocab[tok] = int32(id)
-	}
-	merges, err := parseMerges(mj.Merges)
-	if err != nil {
+	t.vocab = mp.vocab
+	m := &bpeModel{cache: newWordCache(), unkID: -1, fuseUnk: mj.FuseUnk, ignoreMerges: mj.IgnoreMerges}
+	// A vocabulary has about one merge per token; the table grows if not.
+	m.merges = newMergeTable(len(t.vocab))
+	if err := t.scanMerges(mp.merges, &m.merges); err != nil {
 		return err
-	}
-
-	m := &bpeModel{merges: newMergeTable(len(merges)), cache: newWordCache(), unkID: -1, fuseUnk: mj.FuseUnk, ignoreMerges: mj.IgnoreMerges}
-	for rank, mg := range merges {
-		a, ok := t.vocab[mg[0]]
-		if !ok {
-			return fmt.Errorf("merges[%d] %q %q: unknown merge token %q (not in vocab)", rank, mg[0], mg[1], mg[0])
-		}
-		b, ok := t.vocab[mg[1]]
-		if !ok {
-			return fmt.Errorf("merges[%d] %q %q: unknown merge token %q (not in vocab)", rank, mg[0], mg[1], mg[1])
-		}
-		joined := mg[0] + mg[1]
-		id, ok := t.vocab[joined]
-		if !ok {
-			return fmt.Errorf("merges[%d] %q %q: merged token %q is not in vocab", rank, mg[0], mg[1], joined)
-		}
-		m.merges.put(a, b, uint32(rank), id)
 	}
 
 	chars := byteLevelChars()

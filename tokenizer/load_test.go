@@ -123,11 +123,14 @@ func TestBrokenFiles(t *testing.T) {
 	}{
 		{name: "bad JSON", raw: `{"model": {"type": "BPE", "vocab": {"a": 0}`, want: "parse tokenizer.json"},
 		{name: "not an object", raw: `[1, 2]`, want: "parse tokenizer.json"},
+		{name: "trailing data", raw: `{"model": null} {}`, want: "data after the top-level object"},
+		{name: "fractional id", mutate: func(m map[string]any) { model(m)["vocab"].(map[string]any)["x!"] = 1.5 }, want: "found 1.5"},
+		{name: "bad escape in vocab", raw: `{"model": {"type": "BPE", "vocab": {"a\q": 0}, "merges": []}}`, want: "invalid character"},
 		{name: "missing model", mutate: func(m map[string]any) { delete(m, "model") }, want: "model: missing"},
 		{name: "missing vocab", mutate: func(m map[string]any) { delete(model(m), "vocab") }, want: "missing vocab"},
 		{name: "missing merges", mutate: func(m map[string]any) { delete(model(m), "merges") }, want: "missing merges"},
 		{name: "vocab not an object", mutate: func(m map[string]any) { model(m)["vocab"] = []any{"a"} }, want: "vocab"},
-		{name: "negative id", mutate: func(m map[string]any) { model(m)["vocab"].(map[string]any)["x!"] = -3 }, want: `"x!" has id -3`},
+		{name: "negative id", mutate: func(m map[string]any) { model(m)["vocab"].(map[string]any)["x!"] = -3 }, want: "want a non-negative integer id, found -3"},
 		{name: "unknown merge token", mutate: func(m map[string]any) {
 			model(m)["merges"] = append(model(m)["merges"].([]any), []any{"Ġthe", "zzz"})
 		}, want: `unknown merge token "zzz"`},
