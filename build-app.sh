@@ -29,7 +29,7 @@ if [ "$(uname -s)" = Darwin ] && command -v codesign >/dev/null; then
 	ts=()
 	[ "$identity" != "-" ] && ts=(--timestamp)
 	codesign --force --options runtime "${ts[@]}" --sign "$identity" \
-		--identifier dev.startlux.startlux "$app/Contents/MacOS/startlux"
+		--identifier dev.startlux.startlux "$app/Contents/Helpers/startlux"
 	codesign --force --options runtime "${ts[@]}" --sign "$identity" "$app"
 	codesign --verify --strict --verbose=2 "$app"
 	ditto -c -k --keepParent "$app" "$zip"

@@ -34,7 +34,8 @@ const (
 // process while the agent is not approved, or outside a bundle), and
 // "Start at Login" is SMAppService.mainAppService.
 type DarwinSystem struct {
-	// DaemonPath is the startlux executable (Contents/MacOS/startlux).
+	// DaemonPath is the startlux executable (Contents/Helpers/startlux in
+	// the bundle; "" when it was not found).
 	DaemonPath string
 	// DaemonArgs follow "serve" when the app runs the daemon as a child.
 	DaemonArgs []string
@@ -55,12 +56,20 @@ func NewSystem(daemonArgs []string) (System, error) {
 	if err := frameworks(); err != nil {
 		return nil, err
 	}
-	// A missing daemon executable is reported when the daemon is started,
-	// so the app can still show the menu of a daemon running elsewhere.
-	daemon, _ := siblingExecutable("startlux")
 	self, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find the app executable: %w", err)
+	}
+	// In the bundle the daemon is Contents/Helpers/startlux (it cannot sit
+	// next to Contents/MacOS/StartLux: the file system ignores case).
+	// Elsewhere it is looked for next to the app, then on PATH. A missing
+	// one is reported when the daemon is started, so the app can still show
+	// a daemon running elsewhere.
+	daemon := filepath.Join(filepath.Dir(self), "..", "Helpers", "startlux")
+	if st, err := os.Stat(daemon); err != nil || !st.Mode().IsRegular() {
+		daemon, _ = siblingExecutable("startlux")
+	} else {
+		daemon = filepath.Clean(daemon)
 	}
 	home, err := os.UserHomeDir()
 	if err != nil {

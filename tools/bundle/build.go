@@ -26,15 +26,20 @@ const (
 	AppName          = "StartLux"
 	BundleID         = "dev.startlux.StartLux"
 	AppExecutable    = "StartLux" // Contents/MacOS/StartLux, the menu-bar app
-	DaemonExecutable = "startlux" // Contents/MacOS/startlux, the daemon and CLI
+	DaemonExecutable = "startlux" // Contents/Helpers/startlux, the daemon and CLI
 	AgentLabel       = "dev.startlux.daemon"
 	AgentPlist       = AgentLabel + ".plist"
 	MenuBarImage     = "MenuBarTemplate" // .png and @2x.png in Contents/Resources
 )
 
 // Executable is one program the bundle carries.
+//
+// The daemon lives in Contents/Helpers, not next to the app in
+// Contents/MacOS: macOS file systems are case-insensitive by default, so
+// "StartLux" and "startlux" cannot share a folder.
 type Executable struct {
-	Name       string // file name in Contents/MacOS
+	Dir        string // folder in Contents: MacOS or Helpers
+	Name       string // file name in Dir
 	Package    string // Go package path relative to the module root, e.g. ./cmd/startlux
 	Identifier string // code-signing identifier
 }
@@ -42,8 +47,8 @@ type Executable struct {
 // Executables are the bundle's programs: the app (CFBundleExecutable) and
 // the daemon its LaunchAgent runs.
 var Executables = []Executable{
-	{Name: AppExecutable, Package: "./cmd/startlux-app", Identifier: BundleID},
-	{Name: DaemonExecutable, Package: "./cmd/startlux", Identifier: "dev.startlux.startlux"},
+	{Dir: "MacOS", Name: AppExecutable, Package: "./cmd/startlux-app", Identifier: BundleID},
+	{Dir: "Helpers", Name: DaemonExecutable, Package: "./cmd/startlux", Identifier: "dev.startlux.startlux"},
 }
 
 // Arches are the Go architectures each executable is built for.
@@ -153,7 +158,7 @@ func Build(ctx context.Context, cfg Config) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("bundle: %s: %w", e.Name, err)
 		}
-		files[filepath.Join("MacOS", e.Name)] = fat
+		files[filepath.Join(e.Dir, e.Name)] = fat
 	}
 	icns, err := AppIconICNS()
 	if err != nil {
@@ -167,13 +172,20 @@ func Build(ctx context.Context, cfg Config) (string, error) {
 		}
 		files["Resources/"+MenuBarImage+scale+".png"] = b
 	}
+	if err := checkCaseClash(files); err != nil {
+		return "", err
+	}
+	executable := map[string]bool{}
+	for _, e := range Executables {
+		executable[filepath.Join(e.Dir, e.Name)] = true
+	}
 	for name, data := range files {
 		p := filepath.Join(contents, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return "", fmt.Errorf("bundle: %w", err)
 		}
 		mode := os.FileMode(0o644)
-		if strings.HasPrefix(name, "MacOS/") {
+		if executable[name] {
 			mode = 0o755
 		}
 		if err := os.WriteFile(p, data, mode); err != nil {
@@ -184,6 +196,21 @@ func Build(ctx context.Context, cfg Config) (string, error) {
 		return "", err
 	}
 	return app, nil
+}
+
+// checkCaseClash refuses two bundle paths that differ only in case: on the
+// case-insensitive file systems macOS uses by default one would overwrite
+// the other.
+func checkCaseClash(files map[string][]byte) error {
+	seen := map[string]string{}
+	for name := range files {
+		k := strings.ToLower(name)
+		if other, ok := seen[k]; ok {
+			return fmt.Errorf("bundle: %s and %s differ only in case", other, name)
+		}
+		seen[k] = name
+	}
+	return nil
 }
 
 // crossCompile builds every executable for every architecture (one go build

@@ -12,6 +12,7 @@ import (
 	"hash"
 	"image/png"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -67,21 +68,32 @@ func TestBuild(t *testing.T) {
 	})
 
 	t.Run("executables", func(t *testing.T) {
-		entries, err := os.ReadDir(filepath.Join(app, "Contents/MacOS"))
+		// Every Mach-O file anywhere in the bundle, found by its magic.
+		var names []string
+		err := filepath.WalkDir(app, func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() {
+				return err
+			}
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			if len(b) >= 4 && (binary.BigEndian.Uint32(b) == 0xcafebabe || binary.LittleEndian.Uint32(b) == 0xfeedfacf) {
+				rel, _ := filepath.Rel(app, p)
+				names = append(names, filepath.ToSlash(rel))
+			}
+			return nil
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		var names []string
-		for _, e := range entries {
-			names = append(names, e.Name())
+		if want := []string{"Contents/Helpers/startlux", "Contents/MacOS/StartLux"}; !slices.Equal(names, want) {
+			t.Errorf("the bundle's executables are %q, want %q", names, want)
 		}
-		if want := []string{"StartLux", "startlux"}; !slices.Equal(names, want) {
-			t.Errorf("Contents/MacOS holds %q, want %q", names, want)
-		}
-		idents := map[string]string{"StartLux": "dev.startlux.StartLux", "startlux": "dev.startlux.startlux"}
+		idents := map[string]string{"Contents/MacOS/StartLux": "dev.startlux.StartLux", "Contents/Helpers/startlux": "dev.startlux.startlux"}
 		for _, name := range names {
 			t.Run(name, func(t *testing.T) {
-				p := filepath.Join(app, "Contents/MacOS", name)
+				p := filepath.Join(app, name)
 				st, err := os.Stat(p)
 				if err != nil {
 					t.Fatal(err)
@@ -92,6 +104,22 @@ func TestBuild(t *testing.T) {
 				checkUniversalSigned(t, p, idents[name])
 			})
 		}
+	})
+
+	t.Run("case-insensitive names", func(t *testing.T) {
+		// macOS file systems ignore case by default: no two paths may
+		// differ only in case.
+		seen := map[string]string{}
+		filepath.WalkDir(app, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if other, ok := seen[strings.ToLower(p)]; ok {
+				t.Errorf("%s and %s differ only in case", other, p)
+			}
+			seen[strings.ToLower(p)] = p
+			return nil
+		})
 	})
 
 	t.Run("LaunchAgent", func(t *testing.T) {
@@ -162,7 +190,7 @@ func TestBuild(t *testing.T) {
 		found := map[string]bool{}
 		for _, f := range zr.File {
 			found[f.Name] = true
-			if strings.HasPrefix(f.Name, "StartLux.app/Contents/MacOS/") && !f.FileInfo().IsDir() {
+			if (strings.HasPrefix(f.Name, "StartLux.app/Contents/MacOS/") || strings.HasPrefix(f.Name, "StartLux.app/Contents/Helpers/")) && !f.FileInfo().IsDir() {
 				if f.Mode()&0o111 == 0 {
 					t.Errorf("%s lost its executable bits: %v", f.Name, f.Mode())
 				}
@@ -184,7 +212,7 @@ func TestBuild(t *testing.T) {
 				}
 			}
 		}
-		for _, n := range []string{"StartLux.app/Contents/Info.plist", "StartLux.app/Contents/MacOS/StartLux", "StartLux.app/Contents/MacOS/startlux", "StartLux.app/Contents/Library/LaunchAgents/dev.startlux.daemon.plist"} {
+		for _, n := range []string{"StartLux.app/Contents/Info.plist", "StartLux.app/Contents/MacOS/StartLux", "StartLux.app/Contents/Helpers/startlux", "StartLux.app/Contents/Library/LaunchAgents/dev.startlux.daemon.plist"} {
 			if !found[n] {
 				t.Errorf("zip lacks %s", n)
 			}

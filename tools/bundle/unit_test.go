@@ -194,3 +194,12 @@ func TestFillInfoPlist(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckCaseClash(t *testing.T) {
+	if err := checkCaseClash(map[string][]byte{"MacOS/StartLux": nil, "Helpers/startlux": nil}); err != nil {
+		t.Errorf("distinct folders: %v", err)
+	}
+	if err := checkCaseClash(map[string][]byte{"MacOS/StartLux": nil, "MacOS/startlux": nil}); err == nil || !strings.Contains(err.Error(), "differ only in case") {
+		t.Errorf("clashing names: err = %v", err)
+	}
+}
