@@ -408,6 +408,9 @@ func (e *Engine) planPrefix(ctx context.Context, j *job) error {
 	if len(rows) < 2 || (len(rows)-1)*(c-baseLen) < minPrefixSaving {
 		return nil
 	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	st, err := e.m.Prefill(ctx, baseState, common[baseLen:])
 	if err != nil {
 		return fmt.Errorf("run the shared prefix: %w", err)
@@ -499,6 +502,9 @@ func (e *Engine) runTasks(ctx context.Context, tasks []task) error {
 		}
 		pass := tasks[i : i+n]
 		i += n
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		rows := make([]model.Row, len(pass))
 		for k, t := range pass {
 			rows[k] = model.Row{IDs: t.rest, Gather: []int{len(t.rest) - 1}}
