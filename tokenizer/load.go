@@ -165,6 +165,10 @@ func scanModel(sc *scanner) (*modelParts, error) {
 	return m, nil
 }
 
+// maxTokenID bounds token ids, which size the decoding tables; real
+// vocabularies stay far below it.
+const maxTokenID = 1 << 24
+
 // scanVocab reads the token → id object; all keys share one backing string.
 func scanVocab(sc *scanner) (map[string]int32, error) {
 	if sc.peek() == 'n' {
@@ -181,6 +185,9 @@ func scanVocab(sc *scanner) (map[string]int32, error) {
 		id, err := sc.uint()
 		if err != nil {
 			return fmt.Errorf("token %q: %w", key, err)
+		}
+		if id >= maxTokenID {
+			return fmt.Errorf("token %q: id %d is too large (the limit is %d)", key, id, maxTokenID-1)
 		}
 		entries = append(entries, entry{len(arena), len(key), id})
 		arena = append(arena, key...)

@@ -124,6 +124,7 @@ func TestBrokenFiles(t *testing.T) {
 		{name: "bad JSON", raw: `{"model": {"type": "BPE", "vocab": {"a": 0}`, want: "parse tokenizer.json"},
 		{name: "not an object", raw: `[1, 2]`, want: "parse tokenizer.json"},
 		{name: "trailing data", raw: `{"model": null} {}`, want: "data after the top-level object"},
+		{name: "huge id", mutate: func(m map[string]any) { model(m)["vocab"].(map[string]any)["x!"] = 2000000000 }, want: "id 2000000000 is too large"},
 		{name: "fractional id", mutate: func(m map[string]any) { model(m)["vocab"].(map[string]any)["x!"] = 1.5 }, want: "found 1.5"},
 		{name: "bad escape in vocab", raw: `{"model": {"type": "BPE", "vocab": {"a\q": 0}, "merges": []}}`, want: "invalid character"},
 		{name: "missing model", mutate: func(m map[string]any) { delete(m, "model") }, want: "model: missing"},
@@ -349,4 +350,23 @@ func TestDecodeLossy(t *testing.T) {
 	if got := tok.Decode([]int32{-1, 9707, 1 << 30, 11}); got != "Hello," {
 		t.Errorf("Decode with unknown ids = %q", got)
 	}
+}
+
+// FuzzFromJSON checks that no tokenizer.json, however broken, panics the
+// loader, and that what loads can encode.
+func FuzzFromJSON(f *testing.F) {
+	data, err := json.Marshal(minimalJSON())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(data)
+	f.Add([]byte(`{"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}}`))
+	f.Add([]byte(`{"model": {"vocab": {"a\u00e9\"": 0}, "merges": [["a", "b"]]}, "added_tokens": [{"content": "x"}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		tok, err := FromJSON(data)
+		if err != nil {
+			return
+		}
+		tok.Decode(tok.Encode("a the <x> 12\n"))
+	})
 }
