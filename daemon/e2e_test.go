@@ -73,7 +73,7 @@ func startDemoDaemon(t *testing.T) string {
 	listening := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, RunOptions{Socket: path, Daemon: Options{Load: DecideLoader(0), ModelsDir: t.TempDir()},
+		done <- Run(ctx, RunOptions{Socket: path, Daemon: Options{Load: DecideLoader(LoaderOptions{}), ModelsDir: t.TempDir()},
 			Server: ipc.ServerOptions{ReadTimeout: 300 * time.Millisecond}, Listening: func(string) { close(listening) }})
 	}()
 	select {

@@ -7,6 +7,7 @@ import (
 	"github.com/startlux/startlux"
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/tensor"
 )
 
 // DemoPath is the path the embedded demo checkpoint reports in status.
@@ -14,19 +15,32 @@ const DemoPath = "demo-decision (embedded)"
 
 var _ Engine = (*decide.Engine)(nil)
 
-// DecideLoader returns the [Loader] of real models: decide engines on the
-// CPU backend, the embedded demo checkpoint for dir "". cacheLimit bounds
-// each engine's prefix snapshots (0: decide's default, < 0: none kept).
-func DecideLoader(cacheLimit int64) Loader {
+// LoaderOptions configures [DecideLoader].
+type LoaderOptions struct {
+	// CacheLimit bounds each engine's prefix snapshots in bytes (0:
+	// decide's default, < 0: none kept).
+	CacheLimit int64
+	// Backend makes the compute backend of each load; nil means the CPU
+	// backend.
+	Backend func() (tensor.Backend, error)
+}
+
+// DecideLoader returns the [Loader] of real models: decide engines, on the
+// embedded demo checkpoint for dir "".
+func DecideLoader(lo LoaderOptions) Loader {
 	return func(ctx context.Context, dir string, progress func(done, total int64)) (Engine, ModelStatus, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, ModelStatus{}, err
 		}
-		be, err := cpu.New(cpu.Options{})
-		if err != nil {
-			return nil, ModelStatus{}, fmt.Errorf("cpu backend: %w", err)
+		newBackend := lo.Backend
+		if newBackend == nil {
+			newBackend = func() (tensor.Backend, error) { return cpu.New(cpu.Options{}) }
 		}
-		opts := decide.Options{CacheLimit: cacheLimit, Progress: progress}
+		be, err := newBackend()
+		if err != nil {
+			return nil, ModelStatus{}, fmt.Errorf("backend: %w", err)
+		}
+		opts := decide.Options{CacheLimit: lo.CacheLimit, Progress: progress}
 		var e *decide.Engine
 		if dir == "" {
 			e, err = decide.OpenFS(startlux.DemoModel(), DemoPath, be, opts)

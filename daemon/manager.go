@@ -69,6 +69,7 @@ func (d *Daemon) load(dir string) error {
 			d.opts.Logger.Warn("closing the previous model", "err", err)
 		}
 	}
+	d.report(LoadProgress{Model: dir, Phase: StateReady})
 	d.opts.Logger.Info("model ready", "name", info.Name, "path", info.Path, "backend", info.Backend)
 	return nil
 }
@@ -107,6 +108,7 @@ func (d *Daemon) loadFailed(dir string, err error) error {
 	}
 	d.mu.Unlock()
 	d.nudge() // queued decisions fail now if there is no model at all
+	d.report(LoadProgress{Model: dir, Phase: StateFailed})
 	if errors.Is(err, errStopping) {
 		return ipc.Errorf(ipc.CodeShuttingDown, "load %s: %v", what, err)
 	}

@@ -59,7 +59,8 @@ type ModelStatus struct {
 type LoadProgress struct {
 	// Model is the directory being loaded ("" for the embedded demo).
 	Model string `json:"model"`
-	// Phase is loading or warming.
+	// Phase is loading or warming (the Progress option is also told ready
+	// or failed when a load ends).
 	Phase string `json:"phase"`
 	// Done and Total are bytes of tensors read so far and in all.
 	Done  int64 `json:"done"`

@@ -9,13 +9,15 @@ import (
 	"math"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // FromJSON converts one JSON value to msgpack, keeping the order of object
 // keys (and any duplicate keys, so the receiver can reject them) exactly as
 // written. Integers that fit 64 bits become msgpack integers, other numbers
 // float64. Nesting deeper than 128 levels is refused.
-func FromJSON(data []byte) (msgpack []byte, err error) {
+func FromJSON(data []byte) (msgpack.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	out, err := jsonValue(dec, nil, 0)
@@ -25,7 +27,7 @@ func FromJSON(data []byte) (msgpack []byte, err error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, errors.New("json to msgpack: more than one JSON value")
 	}
-	return out, nil
+	return msgpack.RawMessage(out), nil
 }
 
 // jsonValue appends the next JSON value of dec to b.
@@ -94,14 +96,14 @@ func jsonValue(dec *json.Decoder, b []byte, depth int) ([]byte, error) {
 // ToJSON converts one msgpack value to compact JSON, keeping map key order.
 // Map keys must be strings; binary data, extensions and non-finite floats
 // have no JSON form and are refused.
-func ToJSON(msgpack []byte) ([]byte, error) {
-	s := scanner{b: msgpack}
+func ToJSON(value []byte) ([]byte, error) {
+	s := scanner{b: value}
 	out, err := s.json(nil, 0)
 	if err != nil {
 		return nil, fmt.Errorf("msgpack to json: %w", err)
 	}
-	if s.pos != len(msgpack) {
-		return nil, fmt.Errorf("msgpack to json: %d bytes after the value", len(msgpack)-s.pos)
+	if s.pos != len(value) {
+		return nil, fmt.Errorf("msgpack to json: %d bytes after the value", len(value)-s.pos)
 	}
 	return out, nil
 }

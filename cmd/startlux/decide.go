@@ -18,8 +18,9 @@ import (
 // (--model, --local) are here; the daemon path adds its own flags to
 // newDecideFlagSet and its branch to runDecide.
 type decideFlags struct {
-	model string // run this checkpoint directory in-process
-	local bool   // run the embedded demo model in-process
+	model  string // run this checkpoint directory in-process
+	local  bool   // run the embedded demo model in-process
+	socket string // the daemon's socket (default path when "")
 }
 
 func newDecideFlagSet(f *decideFlags, stderr io.Writer) *flag.FlagSet {
@@ -32,6 +33,7 @@ func newDecideFlagSet(f *decideFlags, stderr io.Writer) *flag.FlagSet {
 	}
 	fs.StringVar(&f.model, "model", "", "run the checkpoint in `DIR` in-process (no daemon)")
 	fs.BoolVar(&f.local, "local", false, "run the embedded demo model in-process (no daemon)")
+	fs.StringVar(&f.socket, "socket", "", "ask the daemon on the socket at `PATH` (default: the default socket)")
 	return fs
 }
 
@@ -54,7 +56,7 @@ func runDecide(ctx context.Context, env *cmdEnv, args []string) error {
 	if f.model != "" || f.local {
 		return decideInProcess(ctx, env, &f, body)
 	}
-	return errors.New("decide: asking the daemon is not built yet; use --model DIR or --local")
+	return decideViaDaemon(ctx, env, f.socket, body)
 }
 
 // openDecideEngine opens the checkpoint the flags name on the CPU backend.

@@ -2,10 +2,67 @@ package main
 
 import (
 	"context"
-	"errors"
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/startlux/startlux/daemon"
 )
 
-// TODO: replaced by the issue that delivers "startlux models".
+// runModels is "startlux models": the checkpoints in the models folder,
+// the current one marked when a daemon answers.
 func runModels(ctx context.Context, env *cmdEnv, args []string) error {
-	return errors.New("models: not built yet")
+	dir, err := daemon.ModelsDir()
+	if err != nil {
+		return fmt.Errorf("models: %w", err)
+	}
+	fs := clientFlagSet("models", "usage: startlux models [flags]\n\nLists the checkpoints in "+dir+
+		"\n(a checkpoint is a directory with decision_config.json and config.json).", env.stderr)
+	socket := socketFlag(fs)
+	asJSON := fs.Bool("json", false, "print the list as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("models: unexpected argument %q", fs.Arg(0))
+	}
+	list, err := daemon.ListModels(dir)
+	if err != nil {
+		return fmt.Errorf("models: %w", err)
+	}
+	// Ask the daemon which one it serves; without a daemon, just list.
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if c, err := dialDaemon(dctx, *socket); err == nil {
+		var served []daemon.ModelEntry
+		if err := c.Call(dctx, daemon.MethodModels, nil, &served); err == nil {
+			list = served
+		}
+		c.Close()
+	}
+	if *asJSON {
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(list)
+	}
+	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
+	for _, m := range list {
+		mark := " "
+		if m.Current {
+			mark = "*"
+		}
+		path := m.Path
+		if m.Embedded {
+			path = "(embedded in the binary)"
+		}
+		fmt.Fprintf(tw, "%s %s\t%s\n", mark, m.Name, path)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(list) == 1 {
+		fmt.Fprintf(env.stderr, "no checkpoints in %s yet\n", dir)
+	}
+	return nil
 }

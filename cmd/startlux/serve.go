@@ -2,10 +2,140 @@ package main
 
 import (
 	"context"
-	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/ipc"
+	"github.com/startlux/startlux/tensor"
 )
 
-// TODO: replaced by the issue that delivers "startlux serve".
+// runServe is "startlux serve": the daemon. It listens at once, loads the
+// model in the background (progress on a terminal), and stops gracefully on
+// SIGTERM or SIGINT (main ties ctx to them).
 func runServe(ctx context.Context, env *cmdEnv, args []string) error {
-	return errors.New("serve: not built yet")
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(env.stderr, "usage: startlux serve [flags]\n\nRuns the daemon: serves decisions on the socket until SIGTERM or SIGINT.\n\nflags:")
+		fs.PrintDefaults()
+	}
+	model := fs.String("model", "", "checkpoint `DIR` or a name in the models folder (default: the embedded demo model)")
+	socket := fs.String("socket", "", "socket `PATH` (default: "+ipc.DefaultSocketPath()+")")
+	cacheLimit := fs.Int64("cache-limit", 0, "`BYTES` of prefix snapshots kept (0: the engine's default, -1: none)")
+	backend := backendFlag(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
+	}
+	modelsDir, err := daemon.ModelsDir()
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	dir, err := daemon.ResolveModel(*model, modelsDir)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if _, err := openBackend(*backend); err != nil { // fail now, not in the background
+		return fmt.Errorf("serve: %w", err)
+	}
+	logger := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	pr := newProgressPrinter(env.stderr)
+	err = daemon.Run(ctx, daemon.RunOptions{
+		Socket: *socket,
+		Daemon: daemon.Options{
+			Load: daemon.DecideLoader(daemon.LoaderOptions{
+				CacheLimit: *cacheLimit,
+				Backend:    func() (tensor.Backend, error) { return openBackend(*backend) },
+			}),
+			Model:     dir,
+			ModelsDir: modelsDir,
+			Progress:  pr.show,
+			Logger:    logger,
+		},
+		Listening: func(path string) { fmt.Fprintf(env.stderr, "startlux: listening on %s\n", path) },
+	})
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	fmt.Fprintln(env.stderr, "startlux: stopped")
+	return nil
+}
+
+// progressPrinter shows load progress: a line redrawn in place on a
+// terminal, one line per phase otherwise (a log file).
+type progressPrinter struct {
+	w        io.Writer
+	terminal bool
+
+	mu    sync.Mutex // guards last and phase
+	last  time.Time
+	phase string
+}
+
+func newProgressPrinter(w io.Writer) *progressPrinter {
+	return &progressPrinter{w: w, terminal: isTerminal(w)}
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// modelLabel names a model directory for people.
+func modelLabel(dir string) string {
+	if dir == "" {
+		return "the embedded demo model"
+	}
+	return dir
+}
+
+func (p *progressPrinter) show(lp daemon.LoadProgress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	newPhase := lp.Phase != p.phase
+	p.phase = lp.Phase
+	switch lp.Phase {
+	case daemon.StateLoading:
+		if p.terminal {
+			if !newPhase && time.Since(p.last) < 100*time.Millisecond && lp.Done != lp.Total {
+				return
+			}
+			p.last = time.Now()
+			pct := 0.0
+			if lp.Total > 0 {
+				pct = 100 * float64(lp.Done) / float64(lp.Total)
+			}
+			fmt.Fprintf(p.w, "\r\033[Kloading %s: %3.0f%% of %.1f MB", modelLabel(lp.Model), pct, float64(lp.Total)/1e6)
+		} else if newPhase {
+			fmt.Fprintf(p.w, "startlux: loading %s\n", modelLabel(lp.Model))
+		}
+	case daemon.StateWarming:
+		if p.terminal {
+			fmt.Fprintf(p.w, "\r\033[Kwarming up %s", modelLabel(lp.Model))
+		} else {
+			fmt.Fprintf(p.w, "startlux: warming up %s\n", modelLabel(lp.Model))
+		}
+	case daemon.StateReady, daemon.StateFailed:
+		if p.terminal {
+			fmt.Fprint(p.w, "\r\033[K")
+		}
+		if lp.Phase == daemon.StateReady {
+			fmt.Fprintf(p.w, "startlux: ready: %s\n", modelLabel(lp.Model))
+		} else {
+			fmt.Fprintf(p.w, "startlux: loading %s failed (\"startlux status\" says why)\n", modelLabel(lp.Model))
+		}
+	}
 }

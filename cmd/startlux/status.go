@@ -2,10 +2,65 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/ipc"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
-// TODO: replaced by the issue that delivers "startlux status".
+// runStatus is "startlux status [--json]": what the daemon is doing.
 func runStatus(ctx context.Context, env *cmdEnv, args []string) error {
-	return errors.New("status: not built yet")
+	fs := clientFlagSet("status", "usage: startlux status [flags]\n\nShows what the daemon is doing.", env.stderr)
+	socket := socketFlag(fs)
+	asJSON := fs.Bool("json", false, "print the status as JSON")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("status: unexpected argument %q", fs.Arg(0))
+	}
+	c, err := dialDaemon(ctx, *socket)
+	if err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	defer c.Close()
+	var raw msgpack.RawMessage
+	if err := c.Call(ctx, daemon.MethodStatus, nil, &raw); err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	if *asJSON {
+		return printJSON(env.stdout, raw)
+	}
+	var st daemon.Status
+	if err := ipc.Unmarshal(raw, &st); err != nil {
+		return fmt.Errorf("status: %w", err)
+	}
+	printStatus(env.stdout, &st)
+	return nil
+}
+
+// printStatus writes the status for people.
+func printStatus(w io.Writer, st *daemon.Status) {
+	fmt.Fprintf(w, "state:     %s\n", st.State)
+	if st.Error != "" {
+		fmt.Fprintf(w, "error:     %s\n", st.Error)
+	}
+	if st.Model.Name != "" {
+		fmt.Fprintf(w, "model:     %s (%s)\n", st.Model.Name, st.Model.Path)
+		fmt.Fprintf(w, "backend:   %s, int8 matmuls %v\n", st.Model.Backend, st.Model.Int8)
+	}
+	if p := st.Progress; p != nil {
+		pct := 0.0
+		if p.Total > 0 {
+			pct = 100 * float64(p.Done) / float64(p.Total)
+		}
+		fmt.Fprintf(w, "loading:   %s: %s, %.0f%% of %.1f MB\n", modelLabel(p.Model), p.Phase, pct, float64(p.Total)/1e6)
+	}
+	fmt.Fprintf(w, "snapshots: %.1f MB of %.1f MB\n", float64(st.SnapshotBytes)/1e6, float64(st.SnapshotLimit)/1e6)
+	fmt.Fprintf(w, "requests:  %d served, %d failed, %d queued\n", st.RequestsServed, st.RequestsFailed, st.Queued)
+	fmt.Fprintf(w, "latency:   p50 %.1f ms, p99 %.1f ms\n", st.LatencyP50MS, st.LatencyP99MS)
+	fmt.Fprintf(w, "uptime:    %s (pid %d)\n", (time.Duration(st.UptimeS) * time.Second).String(), st.PID)
 }

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/ipc"
+)
+
+// decideViaDaemon sends the request (or JSON array of requests) in body to
+// the daemon and prints what "startlux decide --local" would: the response
+// JSON, or an array with an {"error": ...} object per failed request. Key
+// order is kept: the JSON is converted to msgpack as written.
+func decideViaDaemon(ctx context.Context, env *cmdEnv, socket string, body []byte) error {
+	params, err := ipc.FromJSON(body)
+	if err != nil {
+		return fmt.Errorf("decide: the request is not JSON: %w", err)
+	}
+	c, err := dialDaemon(ctx, socket)
+	if err != nil {
+		return fmt.Errorf("decide: %w (or use --local to run the embedded model in-process)", err)
+	}
+	defer c.Close()
+	enc := json.NewEncoder(env.stdout)
+	if !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("[")) {
+		var resp decide.Response
+		if err := c.Call(ctx, daemon.MethodDecide, params, &resp); err != nil {
+			return fmt.Errorf("decide: %w", err)
+		}
+		return enc.Encode(&resp)
+	}
+	var res daemon.BatchResult
+	if err := c.Call(ctx, daemon.MethodDecideBatch, params, &res); err != nil {
+		return fmt.Errorf("decide: %w", err)
+	}
+	out := make([]any, len(res.Responses))
+	for i, raw := range res.Responses {
+		var item struct {
+			Error *struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := ipc.Unmarshal(raw, &item); err == nil && item.Error != nil {
+			out[i] = map[string]string{"error": item.Error.Message}
+			continue
+		}
+		var resp decide.Response
+		if err := ipc.Unmarshal(raw, &resp); err != nil {
+			return fmt.Errorf("decide: response %d: %w", i, err)
+		}
+		out[i] = &resp
+	}
+	return enc.Encode(out)
+}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/startlux/startlux/ipc"
+)
+
+// startServe runs "startlux serve" in-process on a fresh socket and
+// returns the socket path and a function that stops it and returns serve's
+// error.
+func startServe(t *testing.T, extra ...string) (string, func() error) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	var errOut bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		env := &cmdEnv{stdin: strings.NewReader(""), stdout: &bytes.Buffer{}, stderr: &errOut}
+		done <- run(ctx, env, append([]string{"serve", "--socket", sock}, extra...))
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, err := ipc.Dial(context.Background(), sock); err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("serve exited: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("serve did not listen within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stopped := false
+	var stopErr error
+	stop := func() error {
+		if !stopped {
+			stopped = true
+			cancel()
+			stopErr = <-done
+		}
+		return stopErr
+	}
+	t.Cleanup(func() { stop() })
+	return sock, stop
+}
+
+// runCmd runs a subcommand and returns its stdout.
+func runCmd(t *testing.T, stdin []byte, args ...string) (string, error) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	env := &cmdEnv{stdin: bytes.NewReader(stdin), stdout: &out, stderr: &errOut}
+	err := run(context.Background(), env, args)
+	return out.String(), err
+}
+
+// TestServeAndClients runs the daemon command and its clients against it:
+// decide (one request and an array) gives the goldens' probabilities, status
+// reports the ready model, models lists, use switches, a second serve on the
+// live socket is refused, and stopping removes the socket.
+func TestServeAndClients(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_DATA_HOME", filepath.Join(home, "data"))
+	models := filepath.Join(home, "data", "startlux", "models")
+	if err := os.MkdirAll(models, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(mustAbs(t, filepath.Join("..", "..", "testdata", "demo-decision")), filepath.Join(models, "demo-copy")); err != nil {
+		t.Fatal(err)
+	}
+	sock, stop := startServe(t)
+
+	var st struct {
+		State string `json:"state"`
+		Model struct {
+			Name    string `json:"name"`
+			Backend string `json:"backend"`
+			Int8    bool   `json:"int8"`
+		} `json:"model"`
+	}
+	for deadline := time.Now().Add(30 * time.Second); st.State != "ready"; time.Sleep(20 * time.Millisecond) {
+		out, err := runCmd(t, nil, "status", "--json", "--socket", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("status --json printed %q: %v", out, err)
+		}
+		if st.State == "failed" || time.Now().After(deadline) {
+			t.Fatalf("status: %s", out)
+		}
+	}
+	if st.Model.Backend == "" || st.Model.Int8 {
+		t.Errorf("status model %+v", st.Model)
+	}
+	if out, err := runCmd(t, nil, "status", "--socket", sock); err != nil || !strings.Contains(out, "state:     ready") {
+		t.Errorf("status: %q %v", out, err)
+	}
+
+	cases := goldenCases(t)
+	c := cases[0]
+	out, err := runCmd(t, c.Request, "decide", "--socket", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPrinted(t, out, c.Answers)
+	// The same through --local prints the same document.
+	local, err := runCmd(t, c.Request, "decide", "--local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stripElapsed(t, local) != stripElapsed(t, out) {
+		t.Errorf("through the daemon:\n%s\nin-process:\n%s", out, local)
+	}
+
+	batch := append(append(append([]byte("["), cases[1].Request...), []byte(`,{"evidence":1},`)...), cases[2].Request...)
+	batch = append(batch, ']')
+	out, err = runCmd(t, batch, "decide", "--socket", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal([]byte(out), &items); err != nil || len(items) != 3 {
+		t.Fatalf("batch printed %s (%v)", out, err)
+	}
+	checkPrinted(t, string(items[0]), cases[1].Answers)
+	checkPrinted(t, string(items[2]), cases[2].Answers)
+	if !strings.Contains(string(items[1]), `"error"`) {
+		t.Errorf("bad batch item printed %s", items[1])
+	}
+
+	out, err = runCmd(t, nil, "models", "--socket", sock)
+	if err != nil || !strings.Contains(out, "* demo") || !strings.Contains(out, "demo-copy") {
+		t.Errorf("models: %q %v", out, err)
+	}
+	out, err = runCmd(t, nil, "use", "--socket", sock, "demo-copy")
+	if err != nil || !strings.Contains(out, "now serving") {
+		t.Errorf("use: %q %v", out, err)
+	}
+	if out, err := runCmd(t, nil, "models", "--socket", sock); err != nil || !strings.Contains(out, "* demo-copy") {
+		t.Errorf("models after use: %q %v", out, err)
+	}
+	if _, err := runCmd(t, nil, "use", "--socket", sock, "no-such-model"); err == nil {
+		t.Error("use of a missing model succeeded")
+	}
+
+	if _, err := runCmd(t, nil, "serve", "--socket", sock); !errors.Is(err, ipc.ErrDaemonRunning) {
+		t.Errorf("second serve on a live socket: %v", err)
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if _, err := os.Lstat(sock); !os.IsNotExist(err) {
+		t.Errorf("socket left after serve stopped: %v", err)
+	}
+	if _, err := runCmd(t, c.Request, "decide", "--socket", sock); err == nil || !strings.Contains(err.Error(), "no daemon is listening") {
+		t.Errorf("decide with no daemon: %v", err)
+	}
+}
+
+type goldenCase struct {
+	Request json.RawMessage `json:"request"`
+	Answers map[string]struct {
+		Probs []float64 `json:"probs"`
+	} `json:"answers"`
+}
+
+func goldenCases(t *testing.T) []goldenCase {
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "goldens", "decide-demo.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var g struct {
+		Cases []goldenCase `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &g); err != nil {
+		t.Fatal(err)
+	}
+	return g.Cases
+}
+
+// checkPrinted compares a printed response with golden answers.
+func checkPrinted(t *testing.T, out string, want map[string]struct {
+	Probs []float64 `json:"probs"`
+}) {
+	t.Helper()
+	var resp struct {
+		Answers map[string]struct {
+			Probs []float64 `json:"probs"`
+		} `json:"answers"`
+	}
+	if err := json.Unmarshal([]byte(out), &resp); err != nil {
+		t.Fatalf("printed %q: %v", out, err)
+	}
+	if len(resp.Answers) != len(want) {
+		t.Fatalf("%d answers, want %d", len(resp.Answers), len(want))
+	}
+	for name, w := range want {
+		got := resp.Answers[name].Probs
+		if len(got) != len(w.Probs) {
+			t.Fatalf("%s: probs %v, want %v", name, got, w.Probs)
+		}
+		for i := range got {
+			if math.Abs(got[i]-w.Probs[i]) > 1e-4 {
+				t.Fatalf("%s: probs %v, want %v", name, got, w.Probs)
+			}
+		}
+	}
+}
+
+// stripElapsed removes the timing field so two printed responses compare.
+func stripElapsed(t *testing.T, out string) string {
+	t.Helper()
+	i := strings.Index(out, `"elapsed_ms":`)
+	if i < 0 {
+		t.Fatalf("no elapsed_ms in %s", out)
+	}
+	j := i + strings.IndexAny(out[i:], ",}")
+	return out[:i] + out[j:]
+}
+
+func mustAbs(t *testing.T, p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestBenchServeRuns runs a tiny "bench serve" and checks it reports its
+// three measurements.
+func TestBenchServeRuns(t *testing.T) {
+	var out, errOut bytes.Buffer
+	env := &cmdEnv{stdout: &out, stderr: &errOut}
+	if err := benchServe(context.Background(), env, []string{"--requests", "12", "--clients", "3", "--rounds", "1"}); err != nil {
+		t.Fatalf("%v (%s)", err, errOut.String())
+	}
+	for _, want := range []string{"in-process Decide", "socket, 1 client", "socket, 3 clients", "socket overhead at 1 client"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
