@@ -212,7 +212,9 @@ func measure(ctx context.Context, n, workers int, fn func(g int) func(int) error
 		sum += d
 	}
 	msOf := func(d time.Duration) float64 { return float64(d) / 1e6 }
-	pct := func(p float64) time.Duration { return lat[min(len(lat)-1, max(0, int(p*float64(len(lat))+0.999999)-1))] }
+	pct := func(p float64) time.Duration {
+		return lat[min(len(lat)-1, max(0, int(p*float64(len(lat))+0.999999)-1))]
+	}
 	return benchResult{
 		throughput: float64(n) / wall.Seconds(),
 		mean:       msOf(sum) / float64(n),
