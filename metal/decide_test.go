@@ -1,0 +1,76 @@
+package metal_test
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"os"
+	"testing"
+
+	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/metal"
+)
+
+// decideCases are the decide-demo.json cases run through the emulated
+// backend: case 0 asks a noul, a score and a second noul question. Each
+// request takes over a minute in the emulator; the decide package's own
+// tests run all 42 on the CPU backend.
+var decideCases = []int{0}
+
+// TestDecideDemo runs whole decisions of the embedded demo checkpoint on the
+// emulated Metal backend and holds every probability to decide-demo.json
+// within 1e-3.
+func TestDecideDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("whole decisions through the emulator")
+	}
+	raw, err := os.ReadFile("../testdata/goldens/decide-demo.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Cases []struct {
+			Request json.RawMessage `json:"request"`
+			Answers map[string]struct {
+				Probs []float64 `json:"probs"`
+			} `json:"answers"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(raw, &file); err != nil {
+		t.Fatal(err)
+	}
+	be, err := metal.NewEmulated(metal.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := decide.Open("../testdata/demo-decision", be, decide.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	for _, ci := range decideCases {
+		c := file.Cases[ci]
+		req, err := decide.ParseJSON(c.Request)
+		if err != nil {
+			t.Fatalf("case %d: %v", ci, err)
+		}
+		resp, err := e.Decide(context.Background(), req)
+		if err != nil {
+			t.Fatalf("case %d: %v", ci, err)
+		}
+		if len(resp.Answers) != len(c.Answers) {
+			t.Fatalf("case %d: %d answers, want %d", ci, len(resp.Answers), len(c.Answers))
+		}
+		for name, want := range c.Answers {
+			a := resp.Answers.Get(name)
+			if a == nil || len(a.Probs) != len(want.Probs) {
+				t.Fatalf("case %d %s: answer %+v, want %d probabilities", ci, name, a, len(want.Probs))
+			}
+			for i, p := range want.Probs {
+				if d := math.Abs(a.Probs[i] - p); d > 1e-3 {
+					t.Errorf("case %d %s: p[%d] = %.6f, want %.6f", ci, name, i, a.Probs[i], p)
+				}
+			}
+		}
+	}
+}
