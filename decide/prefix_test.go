@@ -2,6 +2,7 @@ package decide
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -238,4 +239,20 @@ func TestConcurrentDecide(t *testing.T) {
 		}(g)
 	}
 	wg.Wait()
+}
+
+// TestCancelled checks a cancelled context stops a request with its error.
+func TestCancelled(t *testing.T) {
+	e := openDemo(t, Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rs, errs := e.DecideBatch(ctx, []*Request{pageRequest(t, 8, 40, fourQuestions), pageRequest(t, 9, 2, fourQuestions)})
+	for i := range rs {
+		if rs[i] != nil || errs[i] == nil || !errors.Is(errs[i], context.Canceled) {
+			t.Errorf("request %d: response %v, error %v; want context.Canceled", i, rs[i], errs[i])
+		}
+	}
+	if used, _ := e.CacheStats(); used != 0 {
+		t.Errorf("a cancelled request left %d bytes in the store", used)
+	}
 }
