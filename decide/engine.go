@@ -137,11 +137,14 @@ func newEngine(cfg *Config, tok Encoder, m *model.Model, info Info, opts Options
 	info.Backend = m.Backend().Name()
 	info.MaxPositions = m.Config.MaxPositions
 	pre := e.computePreamble()
-	st, err := m.Prefill(context.Background(), nil, pre)
-	if err != nil {
-		return nil, fmt.Errorf("preamble: %w", err)
+	e.preamble = &snapshot{refs: 1}
+	if len(pre) > 0 {
+		st, err := m.Prefill(context.Background(), nil, pre)
+		if err != nil {
+			return nil, fmt.Errorf("preamble: %w", err)
+		}
+		e.preamble = &snapshot{ids: pre, state: st, bytes: st.Bytes(), refs: 1}
 	}
-	e.preamble = &snapshot{ids: pre, state: st, bytes: st.Bytes(), refs: 1}
 	info.PreambleTokens = len(pre)
 	e.info = info
 	return e, nil
