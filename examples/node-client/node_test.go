@@ -1,0 +1,155 @@
+// Package nodeclient checks the Node.js client example (an independent
+// msgpack implementation) against a live daemon.
+package nodeclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/ipc"
+)
+
+// TestNodeClient starts a daemon on the embedded demo model and has the
+// Node.js client send every decide-demo.json request, pipelined on one
+// connection; the answers must match the goldens.
+func TestNodeClient(t *testing.T) {
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed, so the Node.js client example is not checked (CI installs it in .ci/run)")
+	}
+	if _, err := os.Stat(filepath.Join("node_modules", "@msgpack", "msgpack", "package.json")); err != nil {
+		t.Fatalf("the Node.js client's dependencies are missing: run \"npm ci --prefix examples/node-client\" (%v)", err)
+	}
+
+	sock := filepath.Join(t.TempDir(), "d.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	listening := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- daemon.Run(ctx, daemon.RunOptions{Socket: sock,
+			Daemon:    daemon.Options{Load: daemon.DecideLoader(daemon.LoaderOptions{}), ModelsDir: t.TempDir()},
+			Listening: func(string) { close(listening) }})
+	}()
+	select {
+	case <-listening:
+	case err := <-done:
+		t.Fatal(err)
+	}
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+
+	// Wait for the model, asking through the Node client.
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, err := runNode(t, node, nil, "--socket", sock, "status")
+		if err != nil {
+			t.Fatalf("status: %v", err)
+		}
+		var st daemon.Status
+		if err := json.Unmarshal(out, &st); err != nil {
+			t.Fatalf("status printed %s: %v", out, err)
+		}
+		if st.State == daemon.StateReady {
+			break
+		}
+		if st.State == daemon.StateFailed || time.Now().After(deadline) {
+			t.Fatalf("daemon not ready: %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "goldens", "decide-demo.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var golden struct {
+		Cases []struct {
+			Request json.RawMessage `json:"request"`
+			Answers map[string]struct {
+				Probs []float64 `json:"probs"`
+			} `json:"answers"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(data, &golden); err != nil {
+		t.Fatal(err)
+	}
+	var lines bytes.Buffer
+	for _, c := range golden.Cases {
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, c.Request); err != nil {
+			t.Fatal(err)
+		}
+		lines.Write(compact.Bytes())
+		lines.WriteByte('\n')
+	}
+	out, err := runNode(t, node, lines.Bytes(), "--socket", sock, "decide-lines")
+	if err != nil {
+		t.Fatalf("decide-lines: %v", err)
+	}
+	got := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(got) != len(golden.Cases) {
+		t.Fatalf("%d answers printed, want %d", len(got), len(golden.Cases))
+	}
+	for i, line := range got {
+		var item struct {
+			Result *struct {
+				Answers map[string]struct {
+					Probs []float64 `json:"probs"`
+				} `json:"answers"`
+			} `json:"result"`
+			Error *ipc.Error `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(line), &item); err != nil || item.Result == nil {
+			t.Errorf("case %d: printed %s (%v)", i, line, err)
+			continue
+		}
+		want := golden.Cases[i].Answers
+		if len(item.Result.Answers) != len(want) {
+			t.Errorf("case %d: %d answers, want %d", i, len(item.Result.Answers), len(want))
+		}
+		for name, w := range want {
+			g := item.Result.Answers[name].Probs
+			if len(g) != len(w.Probs) {
+				t.Errorf("case %d %s: probs %v, want %v", i, name, g, w.Probs)
+				continue
+			}
+			for k := range g {
+				if math.Abs(g[k]-w.Probs[k]) > 1e-4 {
+					t.Errorf("case %d %s: probs %v, want %v", i, name, g, w.Probs)
+					break
+				}
+			}
+		}
+	}
+
+	// An unknown method: the client reports the daemon's error code.
+	_, err = runNode(t, node, nil, "--socket", sock, "frobnicate")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(ee.Stderr), "unknown_method") {
+		t.Errorf("unknown method through Node: %v", err)
+	}
+}
+
+// runNode runs the client script and returns its stdout.
+func runNode(t *testing.T, node string, stdin []byte, args ...string) ([]byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, append([]string{"startlux-client.mjs"}, args...)...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	return cmd.Output()
+}
