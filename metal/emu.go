@@ -26,7 +26,7 @@ var emuRuntime string
 var emuCompilers = []string{"clang++-19", "/usr/bin/clang++-19", "clang++"}
 
 // emuFlags are the compiler flags of both translation units.
-var emuFlags = []string{"-std=c++17", "-O2", "-fPIC", "-w", "-fno-strict-aliasing", "-ffp-contract=off"}
+var emuFlags = []string{"-std=c++20", "-O2", "-fPIC", "-w", "-fno-strict-aliasing", "-ffp-contract=off"}
 
 // emuLib is a loaded emulator library.
 type emuLib struct {

@@ -46,6 +46,7 @@ constexpr int kLanes = 32;
 constexpr int kSlot = 64;  // bytes per lane in a SIMD exchange
 constexpr int kMaxThreads = 1024;
 constexpr int kMaxSG = kMaxThreads / kLanes;
+constexpr uint32_t kAbortBit = 1u << 31;
 
 struct Abort {};
 
@@ -59,16 +60,18 @@ struct Group {
   std::atomic<uint32_t> next{0};  // next logical thread to start
 
   // Everything below is guarded by mu.
+  // Barrier generations: a release adds one, an abort sets kAbortBit.
+  // Waiters sleep on them with atomic wait (a futex), not on mu.
+  std::atomic<uint32_t> tg_gen{0};
+  std::atomic<uint32_t> sg_gen[kMaxSG];
+  std::atomic<bool> aborted{false};
+
   std::mutex mu;
-  std::condition_variable tg_cv, done_cv;
-  std::condition_variable sg_cv[kMaxSG];
-  uint64_t tg_gen = 0;
+  std::condition_variable done_cv;
   uint32_t tg_arrived = 0;
-  uint64_t sg_gen[kMaxSG];
   uint32_t sg_arrived[kMaxSG];
   uint32_t sg_exited[kMaxSG];
   uint32_t waiting = 0, exited = 0, done = 0;
-  bool aborted = false;
   std::string error;
 
   alignas(64) unsigned char slots[kMaxSG][2][kLanes][kSlot];
@@ -98,12 +101,16 @@ struct Pool {
 Pool pool;
 
 void fail_locked(Group* g, const std::string& msg) {
-  if (!g->aborted) {
-    g->aborted = true;
+  if (!g->aborted.load()) {
+    g->aborted.store(true);
     g->error = msg;
   }
-  g->tg_cv.notify_all();
-  for (uint32_t s = 0; s < g->nsg; s++) g->sg_cv[s].notify_all();
+  g->tg_gen.fetch_or(kAbortBit);
+  g->tg_gen.notify_all();
+  for (uint32_t s = 0; s < g->nsg; s++) {
+    g->sg_gen[s].fetch_or(kAbortBit);
+    g->sg_gen[s].notify_all();
+  }
 }
 
 // check_stuck reports a deadlock once every live thread is waiting and no
@@ -205,18 +212,17 @@ void* worker_main(void*) {
 // wait_locked blocks the calling logical thread until pred holds, first
 // making sure that some OS thread goes on starting the logical threads not
 // yet started.
-// The caller has counted itself in g->waiting; whoever releases the barrier
-// takes the released threads off that count.
-template <class Pred>
-void wait_locked(std::unique_lock<std::mutex>& l, Group* g, std::condition_variable& cv, Pred pred) {
+// wait_gen blocks until gen moves on from old. The caller holds l and has
+// counted itself in g->waiting; whoever releases the barrier takes the
+// released threads off that count.
+void wait_gen(std::unique_lock<std::mutex>& l, Group* g, std::atomic<uint32_t>& gen, uint32_t old) {
   check_stuck(g);
-  if (!pred() && !g->aborted && g->next.load() < g->n) {
-    l.unlock();
-    request_worker(g);
-    l.lock();
-  }
-  cv.wait(l, [&] { return pred() || g->aborted; });
-  if (!pred()) throw Abort{};
+  bool more = g->next.load() < g->n;
+  l.unlock();
+  if (more && gen.load() == old) request_worker(g);
+  uint32_t v;
+  while ((v = gen.load()) == old) gen.wait(old);
+  if (v & kAbortBit) throw Abort{};
 }
 
 }  // namespace
@@ -228,17 +234,17 @@ extern "C" {
 void emu_threadgroup_barrier(void) {
   Group* g = cur->g;
   std::unique_lock<std::mutex> l(g->mu);
-  if (g->aborted) throw Abort{};
-  uint64_t gen = g->tg_gen;
+  uint32_t gen = g->tg_gen.load();
+  if (gen & kAbortBit) throw Abort{};
   if (++g->tg_arrived == g->n) {
     g->waiting -= g->n - 1;
     g->tg_arrived = 0;
-    g->tg_gen++;
-    g->tg_cv.notify_all();
+    g->tg_gen.fetch_add(1);
+    g->tg_gen.notify_all();
     return;
   }
   g->waiting++;
-  wait_locked(l, g, g->tg_cv, [&] { return g->tg_gen != gen; });
+  wait_gen(l, g, g->tg_gen, gen);
 }
 
 // emu_simd_exchange publishes size bytes of the calling lane's value, waits
@@ -257,14 +263,14 @@ void* emu_simd_exchange(const void* v, uint32_t size) {
   c->parity ^= 1;
   memcpy(base + c->lane * kSlot, v, size);
   std::unique_lock<std::mutex> l(g->mu);
-  if (g->aborted) throw Abort{};
   uint32_t s = c->sg;
-  uint64_t gen = g->sg_gen[s];
+  uint32_t gen = g->sg_gen[s].load();
+  if (gen & kAbortBit) throw Abort{};
   if (++g->sg_arrived[s] == g->lanes(s)) {
     g->waiting -= g->lanes(s) - 1;
     g->sg_arrived[s] = 0;
-    g->sg_gen[s]++;
-    g->sg_cv[s].notify_all();
+    g->sg_gen[s].fetch_add(1);
+    g->sg_gen[s].notify_all();
     return base;
   }
   if (g->sg_exited[s] > 0) {
@@ -272,7 +278,7 @@ void* emu_simd_exchange(const void* v, uint32_t size) {
     throw Abort{};
   }
   g->waiting++;
-  wait_locked(l, g, g->sg_cv[s], [&] { return g->sg_gen[s] != gen; });
+  wait_gen(l, g, g->sg_gen[s], gen);
   return base;
 }
 
@@ -296,7 +302,7 @@ int emu_dispatch(EmuEntry entry, void** args, const uint32_t* grid, const uint32
   std::lock_guard<std::mutex> dl(dispatch_mu);
   static Group group;  // reused: dispatches are serialised
   Group* g = &group;
-  g->aborted = false;
+  g->aborted.store(false);
   g->error.clear();
   g->entry = entry;
   g->args = args;
@@ -321,10 +327,11 @@ int emu_dispatch(EmuEntry entry, void** args, const uint32_t* grid, const uint32
           g->gid[1] = y;
           g->gid[2] = z;
           g->tg_arrived = 0;
+          g->tg_gen.store(0);
           for (uint32_t s = 0; s < g->nsg; s++) {
             g->sg_arrived[s] = 0;
             g->sg_exited[s] = 0;
-            g->sg_gen[s] = 0;
+            g->sg_gen[s].store(0);
           }
           g->waiting = g->exited = g->done = 0;
           g->next.store(0);
@@ -332,7 +339,7 @@ int emu_dispatch(EmuEntry entry, void** args, const uint32_t* grid, const uint32
         run_some(g);
         std::unique_lock<std::mutex> l(g->mu);
         g->done_cv.wait(l, [&] { return g->done == g->n; });
-        if (g->aborted) {
+        if (g->aborted.load()) {
           snprintf(err, errlen, "%s", g->error.c_str());
           rc = -1;
         }
