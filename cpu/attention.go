@@ -67,7 +67,7 @@ func softmaxPrefix(s []float32, n int) {
 	}
 	var sum float32
 	for i, v := range s[:n] {
-		e := exp32(v - m)
+		e := expFlush(v - m)
 		s[i] = e
 		sum += e
 	}

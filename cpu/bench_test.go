@@ -138,3 +138,131 @@ func BenchmarkElementwise(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkPrefill08B runs the operations of a Qwen3.5-0.8B prefill of 512
+// tokens (qwen35.md §1.3: 18 DeltaNet and 6 full-attention layers, random
+// bf16 weights, no embedding or head) in the order the model issues them,
+// and reports tokens/s, the model's GFLOP/s (2 × non-embedding parameters ×
+// tokens) and its fraction of MeasureSgemm's rate.
+func BenchmarkPrefill08B(b *testing.B) {
+	const (
+		T, H, I        = 512, 1024, 3584
+		nh, nkv, hd    = 8, 2, 256
+		nk, nv, dk, dv = 16, 16, 128, 128
+		kc             = 4
+		dconv          = 2*nk*dk + nv*dv
+	)
+	bk, _ := New(Options{})
+	rng := rand.New(rand.NewPCG(3, 4))
+	// A pool of random bf16 bytes that every weight is a window of (at a
+	// random offset), so that building 1 GB of weights stays quick.
+	pool := tensor.FromFloat32("pool", tensor.BF16, []int{1 << 22}, randVec(rng, 1<<22, 0.03)).Data
+	var params int
+	mk := func(o, in int) *tensor.Weight {
+		params += o * in
+		data := make([]byte, 2*o*in)
+		for off := 0; off < len(data); {
+			src := pool[2*rng.IntN(len(pool)/4):]
+			off += copy(data[off:], src)
+		}
+		return &tensor.Weight{Name: "w", DType: tensor.BF16, Shape: []int{o, in}, Data: data}
+	}
+	norm := func(n int) *tensor.Weight {
+		return tensor.FromFloat32("n", tensor.BF16, []int{n}, randVec(rng, n, 0.1))
+	}
+	type layer struct {
+		full                      bool
+		in, post                  *tensor.Weight
+		qkv, z, bw, aw, out, conv *tensor.Weight
+		aLog, dtBias, gnorm       *tensor.Weight
+		q, k, v, o, qn, kn        *tensor.Weight
+		gate, up, down            *tensor.Weight
+	}
+	layers := make([]layer, 24)
+	for i := range layers {
+		l := &layers[i]
+		l.full = i%4 == 3
+		l.in, l.post = norm(H), norm(H)
+		if l.full {
+			l.q, l.k, l.v, l.o = mk(2*nh*hd, H), mk(nkv*hd, H), mk(nkv*hd, H), mk(H, nh*hd)
+			l.qn, l.kn = norm(hd), norm(hd)
+		} else {
+			l.qkv, l.z, l.bw, l.aw, l.out = mk(dconv, H), mk(nv*dv, H), mk(nv, H), mk(nv, H), mk(H, nv*dv)
+			l.conv = tensor.FromFloat32("conv", tensor.BF16, []int{dconv, 1, kc}, randVec(rng, dconv*kc, 0.3))
+			params += dconv * kc
+			l.aLog = tensor.FromFloat32("A_log", tensor.F32, []int{nv}, randVec(rng, nv, 1))
+			l.dtBias = norm(nv)
+			l.gnorm = tensor.FromFloat32("norm", tensor.F32, []int{dv}, randVec(rng, dv, 0.1))
+		}
+		l.gate, l.up, l.down = mk(I, H), mk(I, H), mk(H, I)
+	}
+	h := upload(bk, randVec(rng, T*H, 1))
+	x := bk.Alloc(T * H)
+	big := bk.Alloc(T * dconv)
+	conv := bk.Alloc(T * dconv)
+	z := bk.Alloc(T * nv * dv)
+	av, bv := bk.Alloc(T*nv), bk.Alloc(T*nv)
+	o := bk.Alloc(T * nv * dv)
+	g, u := bk.Alloc(T*I), bk.Alloc(T*I)
+	q, gt := bk.Alloc(T*nh*hd), bk.Alloc(T*nh*hd)
+	kt, vt := bk.Alloc(T*nkv*hd), bk.Alloc(T*nkv*hd)
+	states := make([][]tensor.Tensor, 24)
+	for i := range states {
+		states[i] = []tensor.Tensor{bk.Alloc(nv * dk * dv)}
+	}
+	pos := make([]int32, T)
+	for i := range pos {
+		pos[i] = int32(i)
+	}
+	forward := func() {
+		for i, l := range layers {
+			bk.RMSNorm(x, h, l.in, T, H, 1e-6, 1)
+			if l.full {
+				bk.MatMul(big, x, l.q, T)
+				bk.Copy(q, 0, hd, big, 0, 2*hd, T*nh, hd)
+				bk.Copy(gt, 0, hd, big, hd, 2*hd, T*nh, hd)
+				bk.RMSNorm(q, q, l.qn, T*nh, hd, 1e-6, 1)
+				bk.MatMul(kt, x, l.k, T)
+				bk.MatMul(vt, x, l.v, T)
+				bk.RMSNorm(kt, kt, l.kn, T*nkv, hd, 1e-6, 1)
+				bk.RoPE(q, pos, nh, hd, 64, 1e7)
+				bk.RoPE(kt, pos, nkv, hd, 64, 1e7)
+				bk.Attention(o, q, kt, vt, tensor.AttnArgs{B: 1, T: T, Heads: nh, KVHeads: nkv, HeadDim: hd, Scale: 1.0 / 16})
+				bk.SigmoidMul(o, gt, T*nh*hd)
+				bk.MatMul(x, o, l.o, T)
+			} else {
+				bk.MatMul(big, x, l.qkv, T)
+				bk.MatMul(z, x, l.z, T)
+				bk.MatMul(bv, x, l.bw, T)
+				bk.MatMul(av, x, l.aw, T)
+				bk.CausalConv(conv, big, l.conv, tensor.ConvArgs{B: 1, T: T, D: dconv, K: kc})
+				bk.Write(states[i][0], 0, make([]float32, nv*dk*dv))
+				bk.GatedDelta(o, conv, av, bv, l.aLog, l.dtBias, tensor.DeltaArgs{B: 1, T: T, NK: nk, NV: nv, DK: dk, DV: dv, Chunk: 64, State: states[i]})
+				bk.GatedRMSNorm(o, o, z, l.gnorm, T*nv, dv, 1e-6)
+				bk.MatMul(x, o, l.out, T)
+			}
+			bk.Add(h, x, T*H)
+			bk.RMSNorm(x, h, l.post, T, H, 1e-6, 1)
+			bk.MatMul(g, x, l.gate, T)
+			bk.MatMul(u, x, l.up, T)
+			bk.SwiGLU(g, g, u, T*I)
+			bk.MatMul(x, g, l.down, T)
+			bk.Add(h, x, T*H)
+		}
+	}
+	forward()
+	sg, err := bk.MeasureSgemm(b.Context(), T, 3584, 1024, 500*time.Millisecond)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		forward()
+	}
+	sec := b.Elapsed().Seconds() / float64(b.N)
+	gf := 2 * float64(params) * T / sec / 1e9
+	b.ReportMetric(T/sec, "tok/s")
+	b.ReportMetric(gf, "GFLOP/s")
+	b.ReportMetric(sg, "sgemm-GFLOP/s")
+	b.ReportMetric(gf/sg, "sgemm-ratio")
+}

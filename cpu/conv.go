@@ -69,9 +69,7 @@ func (b *Backend) CausalConv(out, x tensor.Tensor, w *tensor.Weight, a tensor.Co
 					o[c] += wj[c] * in[c]
 				}
 			}
-			for c, v := range o {
-				o[c] = silu(v)
-			}
+			siluVec(o, o)
 		}
 	})
 	for r, ns := range newStates {
@@ -91,6 +89,7 @@ func conv4(o, w, x0, x1, x2, x3 []float32) {
 		v := w0[c]*x0[c] + w1[c]*x1[c]
 		v += w2[c] * x2[c]
 		v += w3[c] * x3[c]
-		o[c] = silu(v)
+		o[c] = v
 	}
+	siluVec(o, o)
 }

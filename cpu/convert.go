@@ -49,6 +49,10 @@ func convertRows(w *tensor.Weight, r0, r1 int, dst []float32) {
 func bf16ToF32(dst []float32, src []byte) {
 	src = src[:2*len(dst)]
 	i := 0
+	if haveKernel && len(dst) >= 16 {
+		i = len(dst) &^ 15
+		bf16AVX2(&dst[0], &src[0], i)
+	}
 	for ; i+4 <= len(dst); i += 4 {
 		v := binary.LittleEndian.Uint64(src[2*i:])
 		d := dst[i : i+4 : i+4]

@@ -124,7 +124,7 @@ func (b *Backend) deltaChunk(ws *deltaScratch, cl, dk, dv int, st []float32) {
 	for i := range cl {
 		acc += ws.g[i]
 		gam[i] = acc
-		egm[i] = exp32(acc)
+		egm[i] = expFlush(acc)
 	}
 	zw := dv + dk
 	z := ws.z[:2*cl*zw]
@@ -149,7 +149,7 @@ func (b *Backend) deltaChunk(ws *deltaScratch, cl, dk, dv int, st []float32) {
 		pr := att[(cl+i)*cl : (cl+i+1)*cl]
 		gi := gam[i]
 		for jj := range i {
-			dij := exp32(gi - gam[jj])
+			dij := expFlush(gi - gam[jj])
 			ar[jj] *= dij
 			pr[jj] *= dij
 		}
@@ -202,7 +202,7 @@ func (b *Backend) deltaChunk(ws *deltaScratch, cl, dk, dv int, st []float32) {
 	// S = eγ_last S + (diag(e^(γ_last − γ)) K)ᵀ V'.
 	last := gam[cl-1]
 	for i := range cl {
-		f := exp32(last - gam[i])
+		f := expFlush(last - gam[i])
 		ki := k[i*dk : (i+1)*dk]
 		for d := range ki {
 			ki[d] *= f

@@ -3,6 +3,8 @@ package cpu
 import (
 	"math"
 	"testing"
+
+	"github.com/startlux/startlux/tensor"
 )
 
 func TestExp32(t *testing.T) {
@@ -35,5 +37,53 @@ func TestExp32(t *testing.T) {
 	}
 	if s := silu(1000); s != 1000 {
 		t.Errorf("silu(1000) = %g", s)
+	}
+}
+
+// TestVectorLoops checks that the vector loops equal the scalar functions
+// bit for bit, including the extremes and every tail length.
+func TestVectorLoops(t *testing.T) {
+	rng := newRNG(t)
+	special := []float32{0, -0, 1e-40, -1e-40, 88, 89, -87, -88, -100, 100, 1e30, -1e30, 20, -20,
+		float32(math.Inf(1)), float32(math.Inf(-1))}
+	for n := range 40 {
+		src := randVec(rng, n, 8)
+		for i := range src {
+			if rng.IntN(4) == 0 {
+				src[i] = special[rng.IntN(len(special))]
+			}
+		}
+		for _, f := range []struct {
+			name   string
+			vec    func(dst, src []float32)
+			scalar func(float32) float32
+		}{{"silu", siluVec, silu}, {"sigmoid", sigmoidVec, sigmoid}} {
+			dst := make([]float32, n)
+			f.vec(dst, src)
+			for i, x := range src {
+				if want := f.scalar(x); math.Float32bits(dst[i]) != math.Float32bits(want) {
+					t.Errorf("%s(%g) = %g vector, %g scalar", f.name, x, dst[i], want)
+				}
+			}
+			inPlace := append([]float32(nil), src...)
+			f.vec(inPlace, inPlace)
+			for i := range inPlace {
+				if math.Float32bits(inPlace[i]) != math.Float32bits(dst[i]) {
+					t.Fatalf("%s in place differs at %d", f.name, i)
+				}
+			}
+		}
+		raw := make([]byte, 2*n)
+		for i := range raw {
+			raw[i] = byte(rng.Uint32())
+		}
+		got := make([]float32, n)
+		bf16ToF32(got, raw)
+		for i := range got {
+			want := tensor.BF16ToF32(uint16(raw[2*i]) | uint16(raw[2*i+1])<<8)
+			if math.Float32bits(got[i]) != math.Float32bits(want) {
+				t.Fatalf("bf16 %d: got %x, want %x", i, math.Float32bits(got[i]), math.Float32bits(want))
+			}
+		}
 	}
 }

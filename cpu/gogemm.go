@@ -1,5 +1,7 @@
 package cpu
 
+import "sync"
+
 // The pure-Go GEMM: used when no system BLAS is loaded. It packs op(a) and
 // op(b) into k-contiguous panels and computes 4×4 blocks of dot products, a
 // cache block of kc columns at a time. It is single-threaded; callers split
@@ -12,11 +14,15 @@ const (
 )
 
 // goSgemm computes, row-major, c[m,n] = alpha·op(a)·op(b) + beta·c (see
-// Backend.sgemm).
+// Backend.sgemm), with the vector kernel where the CPU has one.
 func goSgemm(ta, tb bool, m, n, k int, alpha float32, a []float32, lda int,
 	b []float32, ldb int, beta float32, c []float32, ldc int) {
 	scaleC(m, n, beta, c, ldc)
 	if alpha == 0 || k == 0 {
+		return
+	}
+	if haveKernel {
+		kernelSgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, c, ldc)
 		return
 	}
 	mp := (m + goMR - 1) / goMR * goMR
@@ -112,5 +118,119 @@ func dot4x4(blk *[goMR][goNR]float32, a0, a1, a2, a3, b0, b1, b2, b3 []float32) 
 		{c10, c11, c12, c13},
 		{c20, c21, c22, c23},
 		{c30, c31, c32, c33},
+	}
+}
+
+// Panel shape of kern6x16.
+const (
+	kMR = 6
+	kNR = 16
+)
+
+// packPool holds packing buffers of kernelSgemm.
+var packPool sync.Pool
+
+// kernelSgemm adds alpha·op(a)·op(b) to c with kern6x16: op(a) packed in
+// 6-row panels, op(b) in 16-column panels, goKC columns of k at a time.
+func kernelSgemm(ta, tb bool, m, n, k int, alpha float32, a []float32, lda int,
+	b []float32, ldb int, c []float32, ldc int) {
+	_ = a[lastIndex(ta, m, k, lda)]
+	_ = b[lastIndex(tb, k, n, ldb)]
+	_ = c[(m-1)*ldc+n-1]
+	mPanels := (m + kMR - 1) / kMR
+	nPanels := (n + kNR - 1) / kNR
+	kc := min(k, goKC)
+	need := mPanels*kMR*kc + nPanels*kNR*kc + kMR*kNR
+	bp, _ := packPool.Get().(*[]float32)
+	if bp == nil || cap(*bp) < need {
+		s := make([]float32, need)
+		bp = &s
+	}
+	buf := (*bp)[:need]
+	defer packPool.Put(bp)
+	pa := buf[:mPanels*kMR*kc]
+	pb := buf[len(pa) : len(pa)+nPanels*kNR*kc]
+	tmp := buf[len(pa)+len(pb):]
+	for k0 := 0; k0 < k; k0 += goKC {
+		kb := min(goKC, k-k0)
+		packA(pa, ta, a, lda, m, k0, kb)
+		packB(pb, tb, b, ldb, n, k0, kb)
+		for q := range nPanels {
+			bq := &pb[q*kNR*kb]
+			j0 := q * kNR
+			nc := min(kNR, n-j0)
+			for p := range mPanels {
+				kern6x16(kb, &pa[p*kMR*kb], bq, &tmp[0])
+				i0 := p * kMR
+				for r := range min(kMR, m-i0) {
+					crow := c[(i0+r)*ldc+j0 : (i0+r)*ldc+j0+nc]
+					trow := tmp[r*kNR : r*kNR+nc]
+					for j := range crow {
+						crow[j] += alpha * trow[j]
+					}
+				}
+			}
+		}
+	}
+}
+
+// packA packs rows [0, m) of op(a), columns [k0, k0+kb), into 6-row panels:
+// panel p holds element (6p+r, k0+q) at p·6·kb + q·6 + r; rows past m are
+// zero.
+func packA(pa []float32, tr bool, a []float32, lda, m, k0, kb int) {
+	mPanels := (m + kMR - 1) / kMR
+	for p := range mPanels {
+		panel := pa[p*kMR*kb : (p+1)*kMR*kb]
+		for r := range kMR {
+			i := p*kMR + r
+			if i >= m {
+				for q := range kb {
+					panel[q*kMR+r] = 0
+				}
+				continue
+			}
+			if tr {
+				for q := range kb {
+					panel[q*kMR+r] = a[(k0+q)*lda+i]
+				}
+			} else {
+				row := a[i*lda+k0 : i*lda+k0+kb]
+				for q, v := range row {
+					panel[q*kMR+r] = v
+				}
+			}
+		}
+	}
+}
+
+// packB packs columns [0, n) of op(b), rows [k0, k0+kb), into 16-column
+// panels: panel q holds element (k0+s, 16q+j) at q·16·kb + s·16 + j;
+// columns past n are zero.
+func packB(pb []float32, tr bool, b []float32, ldb, n, k0, kb int) {
+	nPanels := (n + kNR - 1) / kNR
+	for q := range nPanels {
+		panel := pb[q*kNR*kb : (q+1)*kNR*kb]
+		j0 := q * kNR
+		nc := min(kNR, n-j0)
+		if !tr {
+			for s := range kb {
+				dst := panel[s*kNR : (s+1)*kNR]
+				copy(dst, b[(k0+s)*ldb+j0:(k0+s)*ldb+j0+nc])
+				clear(dst[nc:])
+			}
+			continue
+		}
+		for j := range kNR {
+			if j >= nc {
+				for s := range kb {
+					panel[s*kNR+j] = 0
+				}
+				continue
+			}
+			col := b[(j0+j)*ldb+k0 : (j0+j)*ldb+k0+kb]
+			for s, v := range col {
+				panel[s*kNR+j] = v
+			}
+		}
 	}
 }

@@ -10,7 +10,16 @@ import (
 
 func TestSgemm(t *testing.T) {
 	rng := newRNG(t)
-	for _, tb := range backends(t) {
+	bs := backends(t)
+	if haveKernel {
+		// The portable loops too, as on CPUs without the vector kernel.
+		gb, _ := New(Options{Threads: 2, NoBLAS: true})
+		bs = append(bs, testBackend{"cpu-go/portable", gb})
+	}
+	for _, tb := range bs {
+		if tb.name == "cpu-go/portable" {
+			haveKernel = false
+		}
 		for _, sz := range [][3]int{{1, 1, 1}, {1, 7, 5}, {5, 1, 3}, {3, 5, 1}, {17, 9, 33}, {64, 65, 130}, {130, 63, 300}} {
 			m, n, k := sz[0], sz[1], sz[2]
 			for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
@@ -63,7 +72,11 @@ func TestSgemm(t *testing.T) {
 			}
 		}
 	}
+	haveKernel = kernelOK
 }
+
+// kernelOK is haveKernel as detected at start-up.
+var kernelOK = haveKernel
 
 func TestConvertRows(t *testing.T) {
 	rng := newRNG(t)

@@ -36,9 +36,14 @@ func (b *Backend) Add(dst, src tensor.Tensor, n int) {
 func (b *Backend) SwiGLU(out, gate, up tensor.Tensor, n int) {
 	o, g, u := data(out)[:n], data(gate)[:n], data(up)[:n]
 	b.parallelRange(n, elemGrain, func(lo, hi int) {
-		oo, gg, uu := o[lo:hi], g[lo:hi], u[lo:hi]
-		for i := range oo {
-			oo[i] = silu(gg[i]) * uu[i]
+		var tmp [1024]float32 // out may be gate or up
+		for c0 := lo; c0 < hi; c0 += len(tmp) {
+			c1 := min(hi, c0+len(tmp))
+			oo, uu, sg := o[c0:c1], u[c0:c1], tmp[:c1-c0]
+			siluVec(sg, g[c0:c1])
+			for i := range oo {
+				oo[i] = sg[i] * uu[i]
+			}
 		}
 	})
 }
@@ -47,9 +52,14 @@ func (b *Backend) SwiGLU(out, gate, up tensor.Tensor, n int) {
 func (b *Backend) SigmoidMul(x, gate tensor.Tensor, n int) {
 	xd, g := data(x)[:n], data(gate)[:n]
 	b.parallelRange(n, elemGrain, func(lo, hi int) {
-		xx, gg := xd[lo:hi], g[lo:hi]
-		for i := range xx {
-			xx[i] *= sigmoid(gg[i])
+		var tmp [1024]float32
+		for c0 := lo; c0 < hi; c0 += len(tmp) {
+			xx, gg := xd[c0:min(hi, c0+len(tmp))], g[c0:min(hi, c0+len(tmp))]
+			sg := tmp[:len(xx)]
+			sigmoidVec(sg, gg)
+			for i := range xx {
+				xx[i] *= sg[i]
+			}
 		}
 	})
 }
@@ -77,11 +87,13 @@ func (b *Backend) GatedRMSNorm(out, x, z tensor.Tensor, w *tensor.Weight, rows, 
 	wv := vec(w)[:n]
 	xd, zd, od := data(x)[:rows*n], data(z)[:rows*n], data(out)[:rows*n]
 	b.parallelRange(rows, max(1, elemGrain/max(n, 1)), func(lo, hi int) {
+		sz := make([]float32, n)
 		for r := lo; r < hi; r++ {
 			xr, zr, or := xd[r*n:(r+1)*n], zd[r*n:(r+1)*n], od[r*n:(r+1)*n]
 			s := rmsScale(xr, eps)
+			siluVec(sz, zr)
 			for i, v := range xr {
-				or[i] = wv[i] * (v * s) * silu(zr[i])
+				or[i] = wv[i] * (v * s) * sz[i]
 			}
 		}
 	})

@@ -67,6 +67,19 @@ func TestElementwise(t *testing.T) {
 					}
 				}
 				checkClose(t, "SwiGLU", download(t, b, out), want, 1e-6)
+				for _, alias := range []string{"gate", "up"} {
+					gt, ut := upload(b, x), upload(b, y)
+					o := gt
+					if alias == "up" {
+						o = ut
+					}
+					b.SwiGLU(o, gt, ut, n)
+					got := download(t, b, o)
+					for i := n; i < n+2; i++ {
+						got[i] = 0 // beyond n: the aliased input, not checked
+					}
+					checkClose(t, "SwiGLU into "+alias, got, want, 1e-6)
+				}
 				// SigmoidMul.
 				d = upload(b, x)
 				b.SigmoidMul(d, upload(b, y), n)

@@ -1,0 +1,12 @@
+package cpu
+
+// Vector loops of vec_amd64.s; they need AVX2 (haveKernel).
+
+//go:noescape
+func siluAVX2(dst, src *float32, n int)
+
+//go:noescape
+func sigmoidAVX2(dst, src *float32, n int)
+
+//go:noescape
+func bf16AVX2(dst *float32, src *byte, n int)

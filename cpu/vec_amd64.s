@@ -1,0 +1,275 @@
+#include "textflag.h"
+
+DATA expc<>+0(SB)/4, $0x42b0c0a5
+DATA expc<>+4(SB)/4, $0x42b0c0a5
+DATA expc<>+8(SB)/4, $0x42b0c0a5
+DATA expc<>+12(SB)/4, $0x42b0c0a5
+DATA expc<>+16(SB)/4, $0x42b0c0a5
+DATA expc<>+20(SB)/4, $0x42b0c0a5
+DATA expc<>+24(SB)/4, $0x42b0c0a5
+DATA expc<>+28(SB)/4, $0x42b0c0a5
+DATA expc<>+32(SB)/4, $0xc2aeac50
+DATA expc<>+36(SB)/4, $0xc2aeac50
+DATA expc<>+40(SB)/4, $0xc2aeac50
+DATA expc<>+44(SB)/4, $0xc2aeac50
+DATA expc<>+48(SB)/4, $0xc2aeac50
+DATA expc<>+52(SB)/4, $0xc2aeac50
+DATA expc<>+56(SB)/4, $0xc2aeac50
+DATA expc<>+60(SB)/4, $0xc2aeac50
+DATA expc<>+64(SB)/4, $0x3fb8aa3b
+DATA expc<>+68(SB)/4, $0x3fb8aa3b
+DATA expc<>+72(SB)/4, $0x3fb8aa3b
+DATA expc<>+76(SB)/4, $0x3fb8aa3b
+DATA expc<>+80(SB)/4, $0x3fb8aa3b
+DATA expc<>+84(SB)/4, $0x3fb8aa3b
+DATA expc<>+88(SB)/4, $0x3fb8aa3b
+DATA expc<>+92(SB)/4, $0x3fb8aa3b
+DATA expc<>+96(SB)/4, $0x4b400000
+DATA expc<>+100(SB)/4, $0x4b400000
+DATA expc<>+104(SB)/4, $0x4b400000
+DATA expc<>+108(SB)/4, $0x4b400000
+DATA expc<>+112(SB)/4, $0x4b400000
+DATA expc<>+116(SB)/4, $0x4b400000
+DATA expc<>+120(SB)/4, $0x4b400000
+DATA expc<>+124(SB)/4, $0x4b400000
+DATA expc<>+128(SB)/4, $0x3f318000
+DATA expc<>+132(SB)/4, $0x3f318000
+DATA expc<>+136(SB)/4, $0x3f318000
+DATA expc<>+140(SB)/4, $0x3f318000
+DATA expc<>+144(SB)/4, $0x3f318000
+DATA expc<>+148(SB)/4, $0x3f318000
+DATA expc<>+152(SB)/4, $0x3f318000
+DATA expc<>+156(SB)/4, $0x3f318000
+DATA expc<>+160(SB)/4, $0xb95e8083
+DATA expc<>+164(SB)/4, $0xb95e8083
+DATA expc<>+168(SB)/4, $0xb95e8083
+DATA expc<>+172(SB)/4, $0xb95e8083
+DATA expc<>+176(SB)/4, $0xb95e8083
+DATA expc<>+180(SB)/4, $0xb95e8083
+DATA expc<>+184(SB)/4, $0xb95e8083
+DATA expc<>+188(SB)/4, $0xb95e8083
+DATA expc<>+192(SB)/4, $0x39506967
+DATA expc<>+196(SB)/4, $0x39506967
+DATA expc<>+200(SB)/4, $0x39506967
+DATA expc<>+204(SB)/4, $0x39506967
+DATA expc<>+208(SB)/4, $0x39506967
+DATA expc<>+212(SB)/4, $0x39506967
+DATA expc<>+216(SB)/4, $0x39506967
+DATA expc<>+220(SB)/4, $0x39506967
+DATA expc<>+224(SB)/4, $0x3ab743ce
+DATA expc<>+228(SB)/4, $0x3ab743ce
+DATA expc<>+232(SB)/4, $0x3ab743ce
+DATA expc<>+236(SB)/4, $0x3ab743ce
+DATA expc<>+240(SB)/4, $0x3ab743ce
+DATA expc<>+244(SB)/4, $0x3ab743ce
+DATA expc<>+248(SB)/4, $0x3ab743ce
+DATA expc<>+252(SB)/4, $0x3ab743ce
+DATA expc<>+256(SB)/4, $0x3c088908
+DATA expc<>+260(SB)/4, $0x3c088908
+DATA expc<>+264(SB)/4, $0x3c088908
+DATA expc<>+268(SB)/4, $0x3c088908
+DATA expc<>+272(SB)/4, $0x3c088908
+DATA expc<>+276(SB)/4, $0x3c088908
+DATA expc<>+280(SB)/4, $0x3c088908
+DATA expc<>+284(SB)/4, $0x3c088908
+DATA expc<>+288(SB)/4, $0x3d2aa9c1
+DATA expc<>+292(SB)/4, $0x3d2aa9c1
+DATA expc<>+296(SB)/4, $0x3d2aa9c1
+DATA expc<>+300(SB)/4, $0x3d2aa9c1
+DATA expc<>+304(SB)/4, $0x3d2aa9c1
+DATA expc<>+308(SB)/4, $0x3d2aa9c1
+DATA expc<>+312(SB)/4, $0x3d2aa9c1
+DATA expc<>+316(SB)/4, $0x3d2aa9c1
+DATA expc<>+320(SB)/4, $0x3e2aaaaa
+DATA expc<>+324(SB)/4, $0x3e2aaaaa
+DATA expc<>+328(SB)/4, $0x3e2aaaaa
+DATA expc<>+332(SB)/4, $0x3e2aaaaa
+DATA expc<>+336(SB)/4, $0x3e2aaaaa
+DATA expc<>+340(SB)/4, $0x3e2aaaaa
+DATA expc<>+344(SB)/4, $0x3e2aaaaa
+DATA expc<>+348(SB)/4, $0x3e2aaaaa
+DATA expc<>+352(SB)/4, $0x3f000000
+DATA expc<>+356(SB)/4, $0x3f000000
+DATA expc<>+360(SB)/4, $0x3f000000
+DATA expc<>+364(SB)/4, $0x3f000000
+DATA expc<>+368(SB)/4, $0x3f000000
+DATA expc<>+372(SB)/4, $0x3f000000
+DATA expc<>+376(SB)/4, $0x3f000000
+DATA expc<>+380(SB)/4, $0x3f000000
+DATA expc<>+384(SB)/4, $0x3f800000
+DATA expc<>+388(SB)/4, $0x3f800000
+DATA expc<>+392(SB)/4, $0x3f800000
+DATA expc<>+396(SB)/4, $0x3f800000
+DATA expc<>+400(SB)/4, $0x3f800000
+DATA expc<>+404(SB)/4, $0x3f800000
+DATA expc<>+408(SB)/4, $0x3f800000
+DATA expc<>+412(SB)/4, $0x3f800000
+DATA expc<>+416(SB)/4, $0x7fffff
+DATA expc<>+420(SB)/4, $0x7fffff
+DATA expc<>+424(SB)/4, $0x7fffff
+DATA expc<>+428(SB)/4, $0x7fffff
+DATA expc<>+432(SB)/4, $0x7fffff
+DATA expc<>+436(SB)/4, $0x7fffff
+DATA expc<>+440(SB)/4, $0x7fffff
+DATA expc<>+444(SB)/4, $0x7fffff
+DATA expc<>+448(SB)/4, $0x400000
+DATA expc<>+452(SB)/4, $0x400000
+DATA expc<>+456(SB)/4, $0x400000
+DATA expc<>+460(SB)/4, $0x400000
+DATA expc<>+464(SB)/4, $0x400000
+DATA expc<>+468(SB)/4, $0x400000
+DATA expc<>+472(SB)/4, $0x400000
+DATA expc<>+476(SB)/4, $0x400000
+DATA expc<>+480(SB)/4, $0x3f800000
+DATA expc<>+484(SB)/4, $0x3f800000
+DATA expc<>+488(SB)/4, $0x3f800000
+DATA expc<>+492(SB)/4, $0x3f800000
+DATA expc<>+496(SB)/4, $0x3f800000
+DATA expc<>+500(SB)/4, $0x3f800000
+DATA expc<>+504(SB)/4, $0x3f800000
+DATA expc<>+508(SB)/4, $0x3f800000
+DATA expc<>+512(SB)/4, $0x80000000
+DATA expc<>+516(SB)/4, $0x80000000
+DATA expc<>+520(SB)/4, $0x80000000
+DATA expc<>+524(SB)/4, $0x80000000
+DATA expc<>+528(SB)/4, $0x80000000
+DATA expc<>+532(SB)/4, $0x80000000
+DATA expc<>+536(SB)/4, $0x80000000
+DATA expc<>+540(SB)/4, $0x80000000
+GLOBL expc<>(SB), RODATA|NOPTR, $544
+
+// func siluAVX2(dst, src *float32, n int)
+//
+// dst[i] = src[i] / (1 + exp32(−src[i])) for i < n, n a multiple of 8, with
+// exactly the float32 operations of exp32 and silu (so the results equal
+// theirs bit for bit). dst may equal src.
+TEXT ·siluAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ   siludone
+
+siluloop:
+	VMOVUPS (SI), Y0
+	VXORPS expc<>+512(SB), Y0, Y8
+	VMINPS expc<>+0(SB), Y8, Y1
+	VMAXPS expc<>+32(SB), Y1, Y1
+	VMULPS expc<>+64(SB), Y1, Y2
+	VADDPS expc<>+96(SB), Y2, Y2
+	VSUBPS expc<>+96(SB), Y2, Y3
+	VMULPS expc<>+128(SB), Y3, Y4
+	VSUBPS Y4, Y1, Y5
+	VMULPS expc<>+160(SB), Y3, Y4
+	VSUBPS Y4, Y5, Y5
+	VMULPS Y5, Y5, Y6
+	VMULPS expc<>+192(SB), Y5, Y7
+	VADDPS expc<>+224(SB), Y7, Y7
+	VMULPS Y5, Y7, Y7
+	VADDPS expc<>+256(SB), Y7, Y7
+	VMULPS Y5, Y7, Y7
+	VADDPS expc<>+288(SB), Y7, Y7
+	VMULPS Y5, Y7, Y7
+	VADDPS expc<>+320(SB), Y7, Y7
+	VMULPS Y5, Y7, Y7
+	VADDPS expc<>+352(SB), Y7, Y7
+	VMULPS Y6, Y7, Y7
+	VADDPS Y5, Y7, Y7
+	VADDPS expc<>+384(SB), Y7, Y7
+	VPAND expc<>+416(SB), Y2, Y2
+	VPSUBD expc<>+448(SB), Y2, Y2
+	VPSLLD $23, Y2, Y2
+	VPADDD expc<>+480(SB), Y2, Y2
+	VMULPS Y2, Y7, Y7
+	VADDPS expc<>+384(SB), Y7, Y7
+	VDIVPS Y7, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  siluloop
+
+siludone:
+	VZEROUPPER
+	RET
+
+// func sigmoidAVX2(dst, src *float32, n int)
+//
+// dst[i] = 1 / (1 + exp32(−src[i])) for i < n, n a multiple of 8, bit for
+// bit as sigmoid. dst may equal src.
+TEXT ·sigmoidAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ   sigdone
+	VMOVUPS expc<>+384(SB), Y9
+
+sigloop:
+	VMOVUPS (SI), Y0
+	VXORPS expc<>+512(SB), Y0, Y8
+	VMINPS expc<>+0(SB), Y8, Y1
+	VMAXPS expc<>+32(SB), Y1, Y1
+	VMULPS expc<>+64(SB), Y1, Y2
+	VADDPS expc<>+96(SB), Y2, Y2
+	VSUBPS expc<>+96(SB), Y2, Y3
+	VMULPS expc<>+128(SB), Y3, Y4
+	VSUBPS Y4, Y1, Y5
+	VMULPS expc<>+160(SB), Y3, Y4
+	VSUBPS Y4, Y5, Y5
+	VMULPS Y5, Y5, Y6
+	VMULPS expc<>+192(SB), Y5, Y7
+	VADDPS expc<>+224(SB), Y7, Y7
+	VMULPS Y5, Y7, Y7
+	VADDPS expc<>+256(SB), Y7, Y7
+	VMULPS Y5, Y7, Y7
+	VADDPS expc<>+288(SB), Y7, Y7
+	VMULPS Y5, Y7, Y7
+	VADDPS expc<>+320(SB), Y7, Y7
+	VMULPS Y5, Y7, Y7
+	VADDPS expc<>+352(SB), Y7, Y7
+	VMULPS Y6, Y7, Y7
+	VADDPS Y5, Y7, Y7
+	VADDPS expc<>+384(SB), Y7, Y7
+	VPAND expc<>+416(SB), Y2, Y2
+	VPSUBD expc<>+448(SB), Y2, Y2
+	VPSLLD $23, Y2, Y2
+	VPADDD expc<>+480(SB), Y2, Y2
+	VMULPS Y2, Y7, Y7
+	VADDPS Y9, Y7, Y7
+	VDIVPS Y7, Y9, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  sigloop
+
+sigdone:
+	VZEROUPPER
+	RET
+
+// func bf16AVX2(dst *float32, src *byte, n int)
+//
+// Widens n bfloat16 values (n a multiple of 16) from src to dst.
+TEXT ·bf16AVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	JZ   bfdone
+
+bfloop:
+	VPMOVZXWD (SI), Y0
+	VPMOVZXWD 16(SI), Y1
+	VPSLLD $16, Y0, Y0
+	VPSLLD $16, Y1, Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ $32, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  bfloop
+
+bfdone:
+	VZEROUPPER
+	RET
