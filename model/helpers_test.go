@@ -17,6 +17,7 @@ const (
 	tinyDir    = "../testdata/tiny-qwen35"
 	tinyVLDir  = "../testdata/tiny-qwen35-vl"
 	demoDir    = "../testdata/demo-decision"
+	mlx4Dir    = "../testdata/tiny-qwen35-mlx-4bit"
 	goldenFile = "../testdata/goldens/tiny-qwen35.goldens.safetensors"
 )
 

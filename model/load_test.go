@@ -72,6 +72,24 @@ func TestLoadRefusals(t *testing.T) {
 			return d
 		}, []string{"model.safetensors"}},
 		{"no config", func(t *testing.T) string { return t.TempDir() }, []string{"config.json"}},
+		{"mlx bits disagree with config", func(t *testing.T) string {
+			return rewrite(t, mlx4Dir, func(cfg map[string]any, ents []safetensors.Entry) []safetensors.Entry {
+				cfg["quantization"] = map[string]any{"group_size": 32.0, "bits": 8.0, "mode": "affine"}
+				delete(cfg, "quantization_config")
+				return ents
+			})
+		}, []string{"model.safetensors", "language_model.model.", "4 bits, group 32", "config.json says 8 bits"}},
+		{"mlx mxfp4", func(t *testing.T) string {
+			return rewrite(t, mlx4Dir, func(cfg map[string]any, ents []safetensors.Entry) []safetensors.Entry {
+				cfg["quantization"] = map[string]any{"group_size": 32.0, "bits": 4.0, "mode": "mxfp4"}
+				return ents
+			})
+		}, []string{"config.json", "quantization.mode", "mxfp4"}},
+		{"mlx without biases", func(t *testing.T) string {
+			return rewrite(t, mlx4Dir, func(cfg map[string]any, ents []safetensors.Entry) []safetensors.Entry {
+				return slices.DeleteFunc(ents, func(e safetensors.Entry) bool { return strings.HasSuffix(e.Name, ".biases") })
+			})
+		}, []string{"model.safetensors", ".biases is missing", "mxfp4"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
