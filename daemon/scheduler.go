@@ -131,11 +131,18 @@ func (d *Daemon) next() ([]*job, *loaded, error) {
 		} else if d.stopping {
 			return nil, nil, nil
 		}
+		waiting := len(d.queue) > 0
 		d.mu.Unlock()
+		var poll <-chan time.Time
+		if waiting {
+			// Jobs wait for a model: look again now and then for clients
+			// that left. An idle daemon sleeps until nudged.
+			poll = time.After(50 * time.Millisecond)
+		}
 		select {
 		case <-d.wake:
 		case <-d.ctx.Done():
-		case <-time.After(50 * time.Millisecond): // notice clients that left
+		case <-poll:
 		}
 		d.mu.Lock()
 	}
