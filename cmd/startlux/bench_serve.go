@@ -38,7 +38,7 @@ func benchServe(ctx context.Context, env *cmdEnv, args []string) error {
 	modelDir := fs.String("model", "", "checkpoint `DIR` (default: the embedded demo model)")
 	n := fs.Int("requests", 300, "requests per measurement")
 	clients := fs.Int("clients", 16, "concurrent clients of the many-clients measurement")
-	rounds := fs.Int("rounds", 3, "rounds; in-process and one-client measurements alternate, medians are shown")
+	rounds := fs.Int("rounds", 3, "rounds of measurement (medians are shown); in-process and one-client calls alternate request by request")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -132,18 +132,17 @@ func benchServe(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("bench serve: %w", err)
 	}
 
+	// In-process and one-client calls alternate request by request, so that
+	// load from elsewhere on the machine falls on both alike.
 	var local, one, many []benchResult
 	for r := 0; r < *rounds; r++ {
-		res, err := measure(ctx, *n, 1, func(int) func(int) error { return inProcess })
+		lr, or, err := measurePaired(ctx, *n, inProcess, viaSocket(ctl))
 		if err != nil {
-			return fmt.Errorf("bench serve: in-process: %w", err)
+			return fmt.Errorf("bench serve: %w", err)
 		}
-		local = append(local, res)
-		if res, err = measure(ctx, *n, 1, func(int) func(int) error { return viaSocket(ctl) }); err != nil {
-			return fmt.Errorf("bench serve: one client: %w", err)
-		}
-		one = append(one, res)
-		if res, err = measure(ctx, *n, *clients, func(g int) func(int) error { return viaSocket(clientsConns[g]) }); err != nil {
+		local, one = append(local, lr), append(one, or)
+		res, err := measure(ctx, *n, *clients, func(g int) func(int) error { return viaSocket(clientsConns[g]) })
+		if err != nil {
 			return fmt.Errorf("bench serve: %d clients: %w", *clients, err)
 		}
 		many = append(many, res)
@@ -206,21 +205,53 @@ func measure(ctx context.Context, n, workers int, fn func(g int) func(int) error
 	if err := <-errs; err != nil {
 		return benchResult{}, err
 	}
+	return summarize(lat, wall), nil
+}
+
+// measurePaired runs n requests through a and through b, alternating, and
+// times each; throughput is over the time spent in each.
+func measurePaired(ctx context.Context, n int, a, b func(int) error) (benchResult, benchResult, error) {
+	la, lb := make([]time.Duration, n), make([]time.Duration, n)
+	for i := 0; i < n; i++ {
+		if err := ctx.Err(); err != nil {
+			return benchResult{}, benchResult{}, err
+		}
+		for _, side := range []struct {
+			call func(int) error
+			lat  []time.Duration
+		}{{a, la}, {b, lb}} {
+			t0 := time.Now()
+			if err := side.call(i); err != nil {
+				return benchResult{}, benchResult{}, err
+			}
+			side.lat[i] = time.Since(t0)
+		}
+	}
+	return summarize(la, 0), summarize(lb, 0), nil
+}
+
+// summarize turns latencies into a result; wall is the elapsed time of
+// concurrent requests (0: the latencies ran one after another).
+func summarize(lat []time.Duration, wall time.Duration) benchResult {
+	lat = append([]time.Duration(nil), lat...)
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	var sum time.Duration
 	for _, d := range lat {
 		sum += d
+	}
+	if wall == 0 {
+		wall = sum
 	}
 	msOf := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	pct := func(p float64) time.Duration {
 		return lat[min(len(lat)-1, max(0, int(p*float64(len(lat))+0.999999)-1))]
 	}
 	return benchResult{
-		throughput: float64(n) / wall.Seconds(),
-		mean:       msOf(sum) / float64(n),
+		throughput: float64(len(lat)) / wall.Seconds(),
+		mean:       msOf(sum) / float64(len(lat)),
 		p50:        msOf(pct(0.50)),
 		p99:        msOf(pct(0.99)),
-	}, nil
+	}
 }
 
 // medianResult takes the median of each figure over rounds.
