@@ -423,6 +423,10 @@ func TestOverloaded(t *testing.T) {
 	ctx := context.Background()
 	var st Status
 	waitFor(t, func() bool { c.Call(ctx, MethodStatus, nil, &st); return st.State == StateReady })
+	big := "[" + request(1) + "," + request(2) + "," + request(3) + "]"
+	if err := c.Call(ctx, MethodDecideBatch, params(t, big), nil); ipc.ErrorCode(err) != ipc.CodeInvalidParams {
+		t.Fatalf("a batch larger than the queue: %v", err)
+	}
 	eng.mu.Lock()
 	eng.gate = make(chan struct{})
 	eng.mu.Unlock()

@@ -156,14 +156,17 @@ func warmUp(ctx context.Context, eng Engine) error {
 		}
 		reqs = append(reqs, r)
 	}
+	// A model may refuse a shape (rows too long for it): that is no reason
+	// to refuse the model. Any other failure is.
+	failed := func(err error) bool { return err != nil && !decide.IsBadRequest(err) }
 	for i, r := range reqs {
-		if _, errs := eng.DecideBatch(ctx, []*decide.Request{r}); len(errs) > 0 && errs[0] != nil {
-			return fmt.Errorf("warm-up request %d: %w", i, errs[0])
+		if _, errs := eng.DecideBatch(ctx, []*decide.Request{r}); len(errs) != 1 || failed(errs[0]) {
+			return fmt.Errorf("warm-up request %d: %v", i, errs)
 		}
 	}
 	_, errs := eng.DecideBatch(ctx, reqs)
 	for i, err := range errs {
-		if err != nil {
+		if failed(err) {
 			return fmt.Errorf("warm-up batch, request %d: %w", i, err)
 		}
 	}

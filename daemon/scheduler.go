@@ -41,6 +41,9 @@ func (d *Daemon) submit(ctx context.Context, reqs []*decide.Request) ([]*job, er
 		msg := d.loadErr
 		d.mu.Unlock()
 		return nil, ipc.Errorf(ipc.CodeModelLoadFailed, "no model is loaded: %s", msg)
+	case len(jobs) > d.opts.QueueLimit:
+		d.mu.Unlock()
+		return nil, ipc.Errorf(ipc.CodeInvalidParams, "a batch of %d requests is more than the queue holds (%d); split it", len(jobs), d.opts.QueueLimit)
 	case len(d.queue)+len(jobs) > d.opts.QueueLimit:
 		n := len(d.queue)
 		d.mu.Unlock()
