@@ -34,10 +34,6 @@ type emuLib struct {
 	entries  map[string]uintptr
 }
 
-// emuLibs caches loaded libraries by path, so that many backends in one
-// process share one load (the library is never unloaded).
-var emuLibs sync.Map // path → *emuLib
-
 // findCompiler returns the C++ compiler to use.
 func findCompiler(opt string) (string, error) {
 	if opt != "" {
@@ -95,20 +91,18 @@ func buildEmu(ctx context.Context, opts Options) (*emuLib, []kernelEntry, error)
 	}
 	dir = filepath.Join(dir, key)
 	lib := filepath.Join(dir, "kernels.so")
-	if l, ok := emuLibs.Load(lib); ok {
-		return l.(*emuLib), ks, nil
-	}
 	if _, err := os.Stat(lib); err != nil {
 		if err := compileEmu(ctx, cxx, dir, lib, unit); err != nil {
 			return nil, nil, err
 		}
 	}
+	// Opening the same path again returns the loaded library (the dynamic
+	// loader counts references), so backends in one process share it.
 	l, err := loadEmu(lib, ks)
 	if err != nil {
 		return nil, nil, err
 	}
-	actual, _ := emuLibs.LoadOrStore(lib, l)
-	return actual.(*emuLib), ks, nil
+	return l, ks, nil
 }
 
 // compileEmu builds the library in a fresh temporary directory and renames

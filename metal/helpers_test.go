@@ -26,9 +26,8 @@ var (
 	emuErr  error
 )
 
-// emulated returns the package's shared emulated backend; the test is
-// skipped (not failed) only when clang-19 is missing and STARTLUX_REQUIRE_EMU
-// is unset.
+// emulated returns the package's shared emulated backend. A missing
+// clang-19 fails the test: the kernels are only checked through it.
 func emulated(t *testing.T) tensor.Backend {
 	t.Helper()
 	emuOnce.Do(func() { emuBE, emuErr = NewEmulated(Options{}) })
