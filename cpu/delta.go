@@ -45,34 +45,52 @@ func (b *Backend) GatedDelta(out, qkv, alpha, beta tensor.Tensor, aLog, dtBias *
 		}
 	})
 
-	r := nv / nk
-	c := a.Chunk
-	vOff := 2 * nk * dk
+	in := deltaInputs{qn: qn, kn: kn, beta: bt, g: gt, qkv: qkvd, out: od, a: a}
 	b.parallel(a.B*nv, func(task int) {
-		row, j := task/nv, task%nv
-		kh := j / r
-		st := data(a.State[row])[j*dk*dv : (j+1)*dk*dv]
-		ws := newDeltaScratch(b, c, dk, dv)
+		ws := newDeltaScratch(b, a.Chunk, dk, dv)
 		defer b.putScratch(ws.s)
-		for t0 := 0; t0 < a.T; t0 += c {
-			cl := min(c, a.T-t0)
-			base := row*a.T + t0
-			// Gather the chunk: K, and Q below Kβ in x (filled later).
-			for i := range cl {
-				tok := base + i
-				copy(ws.k[i*dk:(i+1)*dk], kn[(tok*nk+kh)*dk:])
-				copy(ws.x[(cl+i)*dk:(cl+i+1)*dk], qn[(tok*nk+kh)*dk:])
-				copy(ws.v[i*dv:(i+1)*dv], qkvd[tok*width+vOff+j*dv:tok*width+vOff+(j+1)*dv])
-				ws.beta[i] = bt[tok*nv+j]
-				ws.g[i] = gt[tok*nv+j]
-			}
-			b.deltaChunk(ws, cl, dk, dv, st)
-			for i := range cl {
-				tok := base + i
-				copy(od[tok*nv*dv+j*dv:tok*nv*dv+(j+1)*dv], ws.y[(cl+i)*dv:(cl+i+1)*dv])
-			}
-		}
+		flushSubnormals(func() { b.deltaHead(ws, &in, task/nv, task%nv) })
 	})
+}
+
+// deltaInputs is what every (row, value head) task of GatedDelta reads:
+// normalised q and k per key head, β and g per value head, the raw qkv for
+// the values, and the output.
+type deltaInputs struct {
+	qn, kn  []float32 // [B·T, NK, DK]
+	beta, g []float32 // [B·T, NV]
+	qkv     []float32 // [B·T, 2·NK·DK + NV·DV]
+	out     []float32 // [B·T, NV·DV]
+	a       tensor.DeltaArgs
+}
+
+// deltaHead runs value head j of one row over its chunks, updating the
+// row's state of that head in place.
+func (b *Backend) deltaHead(ws *deltaScratch, in *deltaInputs, row, j int) {
+	a := in.a
+	nk, nv, dk, dv, c := a.NK, a.NV, a.DK, a.DV, a.Chunk
+	kh := j / (nv / nk)
+	width := 2*nk*dk + nv*dv
+	vOff := 2*nk*dk + j*dv
+	st := data(a.State[row])[j*dk*dv : (j+1)*dk*dv]
+	for t0 := 0; t0 < a.T; t0 += c {
+		cl := min(c, a.T-t0)
+		base := row*a.T + t0
+		// Gather the chunk: K, and Q below Kβ in x (filled later).
+		for i := range cl {
+			tok := base + i
+			copy(ws.k[i*dk:(i+1)*dk], in.kn[(tok*nk+kh)*dk:])
+			copy(ws.x[(cl+i)*dk:(cl+i+1)*dk], in.qn[(tok*nk+kh)*dk:])
+			copy(ws.v[i*dv:(i+1)*dv], in.qkv[tok*width+vOff:])
+			ws.beta[i] = in.beta[tok*nv+j]
+			ws.g[i] = in.g[tok*nv+j]
+		}
+		b.deltaChunk(ws, cl, dk, dv, st)
+		for i := range cl {
+			tok := base + i
+			copy(in.out[(tok*nv+j)*dv:(tok*nv+j+1)*dv], ws.y[(cl+i)*dv:(cl+i+1)*dv])
+		}
+	}
 }
 
 // deltaScratch holds one worker's chunk matrices (c = chunk length).

@@ -273,3 +273,13 @@ bfloop:
 bfdone:
 	VZEROUPPER
 	RET
+
+// func getMXCSR() uint32
+TEXT ·getMXCSR(SB), NOSPLIT, $0-4
+	STMXCSR ret+0(FP)
+	RET
+
+// func setMXCSR(x uint32)
+TEXT ·setMXCSR(SB), NOSPLIT, $0-4
+	LDMXCSR x+0(FP)
+	RET
