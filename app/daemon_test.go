@@ -2,7 +2,7 @@ package app
 
 import (
 	"context"
-	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,22 +59,21 @@ func copyCheckpoint(t *testing.T, dir string) {
 	}
 }
 
-// demoRequest is the first request of the demo goldens.
-func demoRequest(t *testing.T) map[string]any {
-	t.Helper()
-	b, err := os.ReadFile("../testdata/goldens/decide-demo.json")
-	if err != nil {
-		t.Fatal(err)
+// longRequest asks three questions about evidence long enough (a few
+// hundred tokens) that the daemon keeps its prefix snapshot.
+func longRequest() map[string]any {
+	var rows []string
+	for i := range 60 {
+		rows = append(rows, fmt.Sprintf("Row %d: item %d, qty %d.", i, i*7%13, i%5))
 	}
-	var g struct {
-		Cases []struct {
-			Request map[string]any `json:"request"`
-		} `json:"cases"`
+	return map[string]any{
+		"evidence": map[string]any{"page": strings.Join(rows, " ")},
+		"questions": map[string]any{
+			"q0": map[string]any{"type": "noul", "instructions": "Does row 6 exist?"},
+			"q1": map[string]any{"type": "score", "instructions": "How much is on the page?", "criteria": []string{"empty", "some", "full"}},
+			"q2": map[string]any{"type": "noul", "instructions": "Can a customer buy laptop right now?"},
+		},
 	}
-	if err := json.Unmarshal(b, &g); err != nil {
-		t.Fatal(err)
-	}
-	return g.Cases[0].Request
 }
 
 // TestControllerWithRealDaemon runs the real daemon (cmd/startlux serve) as
@@ -162,7 +161,7 @@ func TestControllerWithRealDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if err := cl.Call(ctx, "decide", demoRequest(t), nil); err != nil {
+	if err := cl.Call(ctx, "decide", longRequest(), nil); err != nil {
 		t.Fatalf("decide: %v", err)
 	}
 	st, txt = waitFor("cache grew", func(s MenuState, _ string) bool { return s.Status.SnapshotBytes != before })

@@ -59,6 +59,16 @@ type clicks struct {
 
 	mu      sync.Mutex
 	actions []string
+	gen     int // bumped when a view rebuilds its native items
+}
+
+// rebuilt starts a new generation of native items and returns its number;
+// clicks from older items are then ignored.
+func (c *clicks) rebuilt() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gen++
+	return c.gen
 }
 
 func (c *clicks) set(flat []flatItem) {
@@ -71,11 +81,12 @@ func (c *clicks) set(flat []flatItem) {
 	c.mu.Unlock()
 }
 
-// click handles a click on the item at position i.
-func (c *clicks) click(i int) {
+// click handles a click on the item at position i of generation gen (0:
+// the view rebuilds every time, so any position is current).
+func (c *clicks) click(gen, i int) {
 	c.mu.Lock()
 	var action string
-	if i >= 0 && i < len(c.actions) {
+	if i >= 0 && i < len(c.actions) && (gen == 0 || gen == c.gen) {
 		action = c.actions[i]
 	}
 	c.mu.Unlock()

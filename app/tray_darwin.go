@@ -102,7 +102,9 @@ func menuBarImage() (objc.ID, error) {
 var targetClass = sync.OnceValues(func() (objc.Class, error) {
 	return objc.RegisterClass("StartLuxMenuTarget", objc.GetClass("NSObject"), nil, nil, []objc.MethodDef{
 		{Cmd: sel("itemClicked:"), Fn: func(self objc.ID, _ objc.SEL, sender objc.ID) {
-			trayOf(self).click(objc.Send[int](sender, sel("tag")))
+			// The menu is rebuilt on the main thread, where clicks arrive
+			// too, so a tag is always a position in the current menu.
+			trayOf(self).click(0, objc.Send[int](sender, sel("tag")))
 		}},
 		{Cmd: sel("refresh:"), Fn: func(self objc.ID, _ objc.SEL, _ objc.ID) {
 			trayOf(self).refresh()

@@ -73,6 +73,7 @@ func (v *linuxTray) rebuild(flat []flatItem) {
 	systray.ResetMenu()
 	ctx, stop := context.WithCancel(v.ctx)
 	v.stop = stop
+	gen := v.rebuilt()
 	v.items = make([]*systray.MenuItem, len(flat))
 	for i, f := range flat {
 		var parent *systray.MenuItem
@@ -104,8 +105,11 @@ func (v *linuxTray) rebuild(flat []flatItem) {
 				select {
 				case <-ctx.Done():
 					return
-				case <-ch:
-					v.click(i)
+				case _, ok := <-ch:
+					if !ok {
+						return // the item was removed: systray closes its channel
+					}
+					v.click(gen, i)
 				}
 			}
 		}(i, it.ClickedCh)
