@@ -247,6 +247,8 @@ func TestLinuxTrayOverDBus(t *testing.T) {
 	}
 	root := waitMenu("first menu", func(s string) bool { return strings.Contains(s, "✓ demo") })
 
+	screenshotOpenMenu(t, conn, sender)
+
 	var tip any
 	if err := conn.Object(sender, "/StatusNotifierItem").Call("org.freedesktop.DBus.Properties.Get", 0, "org.kde.StatusNotifierItem", "ToolTip").Store(&tip); err != nil {
 		t.Errorf("read the item's ToolTip: %v", err)
