@@ -19,6 +19,14 @@ import (
 // LoadOptions tunes Load and LoadFS.
 type LoadOptions struct {
 	Progress func(done, total int64) // optional: bytes of tensors checked so far, for terminals
+	// Adapter, if set, is a LoRA adapter merged into the weights it targets
+	// while they load: W + (B·A)·alpha/r·LoRAScale (alpha/√r with rsLoRA),
+	// computed in float32 and rounded once to W's stored dtype. The caller
+	// keeps ownership of the adapter.
+	Adapter *Adapter
+	// LoRAScale multiplies the adapter's update (below 1 interpolates
+	// towards the base); 0 means 1.
+	LoRAScale float64
 }
 
 // Model is a loaded Qwen3.5 dense checkpoint bound to a backend. Its methods
@@ -34,6 +42,7 @@ type Model struct {
 	embed, head, finalNorm *tensor.Weight
 	layers                 []layer
 	normShift              float32 // 1 for zero-centred norms as stored by HF, 0 when pre-shifted (MLX)
+	lora                   int     // LoRA pairs merged at load
 
 	mu sync.Mutex // serialises forward passes; guards the fields below
 	// layerHook, when set (by tests), sees the residual stream after each
@@ -130,9 +139,22 @@ func load(src source, name string, be tensor.Backend, opts LoadOptions) (_ *Mode
 		return nil, fmt.Errorf("load %s: %w", name, err)
 	}
 	r.progress = opts.Progress
+	if opts.Adapter != nil {
+		scale := opts.LoRAScale
+		if scale == 0 {
+			scale = 1
+		}
+		if err := r.attach(opts.Adapter, scale); err != nil {
+			return nil, fmt.Errorf("load %s: %w", name, err)
+		}
+	}
 	if err := m.bind(r); err != nil {
 		return nil, fmt.Errorf("load %s: %w", name, err)
 	}
+	if err := r.unusedLoRA(); err != nil {
+		return nil, fmt.Errorf("load %s: %w", name, err)
+	}
+	m.lora = r.merged
 	if r.progress != nil {
 		r.progress(r.total, r.total)
 	}

@@ -46,6 +46,11 @@ type resolver struct {
 
 	progress    func(done, total int64)
 	done, total int64
+
+	// lora holds the LoRA pairs to merge, by stored tensor name (see attach).
+	lora       map[string]*pendingLoRA
+	loraFactor float32
+	merged     int
 }
 
 func newResolver(all map[string]stored, quant *quantSpec, missing string) (*resolver, error) {
@@ -153,6 +158,13 @@ func (r *resolver) weight(name string, shape []int) (*tensor.Weight, error) {
 	}
 	if err := w.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: %w", s.file, err)
+	}
+	if p := r.lora[key]; p != nil {
+		merged, err := r.merge(p, w)
+		if err != nil {
+			return nil, err
+		}
+		w = merged
 	}
 	r.tick(s)
 	return w, nil
