@@ -132,6 +132,7 @@ func (b *prefillBench) run(ctx context.Context, dir string, bits int) (*prefillR
 		return nil, err
 	}
 	defer m.Close()
+	loaded := currentRSS()
 	ids := make([]int32, b.tokens)
 	rng := uint64(0x9e3779b97f4a7c15)
 	for i := range ids {
@@ -163,9 +164,24 @@ func (b *prefillBench) run(ctx context.Context, dir string, bits int) (*prefillR
 	med := times[len(times)/2].Seconds()
 	r := &prefillResult{tps: float64(b.tokens) / med, gflops: 2 * float64(params) * float64(b.tokens) / med / 1e9, weightBytes: m.WeightBytes()}
 	rss := peakRSS()
-	fmt.Fprintf(b.env.stdout, "%s: peak resident memory %.2f GB = %.2f × the checkpoint's %.2f GB\n",
-		kind, float64(rss)/1e9, float64(rss)/float64(st.Size()), float64(st.Size())/1e9)
+	fmt.Fprintf(b.env.stdout, "%s: resident after load %.2f GB, peak %.2f GB = %.2f × the checkpoint's %.2f GB\n",
+		kind, float64(loaded)/1e9, float64(rss)/1e9, float64(rss)/float64(st.Size()), float64(st.Size())/1e9)
 	return r, nil
+}
+
+// currentRSS returns the resident set size now (Linux), or the peak where
+// the current figure is not available.
+func currentRSS() int64 {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
+					return kb << 10
+				}
+			}
+		}
+	}
+	return peakRSS()
 }
 
 // resetPeakRSS resets the kernel's peak-RSS mark where it can (Linux), so
