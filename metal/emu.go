@@ -161,17 +161,29 @@ func compileEmu(ctx context.Context, cxx, dir, lib, unit string) error {
 
 // emuBuf is an emulator buffer: plain Go memory, which does not move.
 type emuBuf struct {
-	data []byte
+	data   []byte
+	weight bool // wraps a weight's own bytes: never written, never poisoned
 }
 
-// emuDriver runs kernels on the CPU through the emulator library. Work runs
-// as it is issued; errors are kept until the next wait.
+// emuDriver runs kernels on the CPU through the emulator library. Like a
+// command buffer, dispatches are recorded and run only at wait, so the
+// dispatch code meets the same asynchrony as on the GPU (a Write while work
+// is queued goes through a staging copy; Free waits for the queue).
 type emuDriver struct {
-	lib  *emuLib
-	err  error
-	args [32]uintptr
-	errb [512]byte
-	dims [6]uint32
+	lib   *emuLib
+	queue []emuCall
+	frees []*emuBuf
+	err   error
+	args  [32]uintptr
+	errb  [512]byte
+	dims  [6]uint32
+}
+
+// emuCall is one recorded dispatch.
+type emuCall struct {
+	kernel          string
+	groups, threads [3]int
+	binds           []binding
 }
 
 func (d *emuDriver) name() string { return "metal-emu" }
@@ -183,18 +195,41 @@ func (d *emuDriver) alloc(size int) (buffer, error) {
 
 func (d *emuDriver) host(b buffer) []byte { return b.(*emuBuf).data }
 
-func (d *emuDriver) free(buffer) {}
+// free poisons and drops the buffer once the queued work has run, so that
+// a use after Free shows up as NaNs.
+func (d *emuDriver) free(b buffer) {
+	e := b.(*emuBuf)
+	if e.weight {
+		return
+	}
+	if len(d.queue) == 0 {
+		poison(e.data)
+		return
+	}
+	d.frees = append(d.frees, e)
+}
+
+func poison(data []byte) {
+	for i := 0; i+4 <= len(data); i += 4 {
+		data[i], data[i+1], data[i+2], data[i+3] = 0x00, 0x00, 0xc0, 0x7f // quiet NaN
+	}
+}
 
 func (d *emuDriver) weight(data []byte) (buffer, int, error) {
 	if len(data) == 0 {
 		return &emuBuf{data: make([]byte, 16)}, 0, nil
 	}
-	return &emuBuf{data: data}, 0, nil
+	return &emuBuf{data: data, weight: true}, 0, nil
 }
 
-func (d *emuDriver) idle() bool { return true }
+func (d *emuDriver) idle() bool { return len(d.queue) == 0 }
 
 func (d *emuDriver) dispatch(kernel string, groups, threads [3]int, binds []binding) {
+	d.queue = append(d.queue, emuCall{kernel, groups, threads, binds})
+}
+
+// run runs one recorded dispatch.
+func (d *emuDriver) run(kernel string, groups, threads [3]int, binds []binding) {
 	if d.err != nil {
 		return
 	}
@@ -236,9 +271,20 @@ func (d *emuDriver) dispatch(kernel string, groups, threads [3]int, binds []bind
 }
 
 func (d *emuDriver) wait(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	for len(d.queue) > 0 {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c := d.queue[0]
+		d.queue[0] = emuCall{}
+		d.queue = d.queue[1:]
+		d.run(c.kernel, c.groups, c.threads, c.binds)
 	}
+	d.queue = nil
+	for _, b := range d.frees {
+		poison(b.data)
+	}
+	d.frees = nil
 	err := d.err
 	d.err = nil
 	return err
