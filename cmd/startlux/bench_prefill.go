@@ -169,19 +169,52 @@ func (b *prefillBench) run(ctx context.Context, dir string, bits int) (*prefillR
 	return r, nil
 }
 
+// resetPeakRSS resets the kernel's peak-RSS mark where it can (Linux), so
+// that each run reports its own peak.
+func resetPeakRSS() {
+	if runtime.GOOS == "linux" {
+		os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+	}
+}
+
+// peakRSS returns the peak resident set size in bytes: VmHWM on Linux,
+// getrusage's maxrss elsewhere.
+func peakRSS() int64 {
+	if kb, ok := procStatus("VmHWM:"); ok {
+		return kb << 10
+	}
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	if runtime.GOOS == "darwin" {
+		return ru.Maxrss // bytes
+	}
+	return ru.Maxrss << 10 // kilobytes elsewhere
+}
+
 // currentRSS returns the resident set size now (Linux), or the peak where
 // the current figure is not available.
 func currentRSS() int64 {
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
-				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-					return kb << 10
-				}
-			}
-		}
+	if kb, ok := procStatus("VmRSS:"); ok {
+		return kb << 10
 	}
 	return peakRSS()
+}
+
+// procStatus reads a kB field of /proc/self/status.
+func procStatus(key string) (int64, bool) {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == key {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb, err == nil
+		}
+	}
+	return 0, false
 }
 
 // resetPeakRSS resets the kernel's peak-RSS mark where it can (Linux), so
