@@ -1,8 +1,11 @@
 package cpu
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,40 +217,58 @@ func BenchmarkPrefill08B(b *testing.B) {
 	for i := range pos {
 		pos[i] = int32(i)
 	}
+	spent := map[string]time.Duration{}
+	timing := false
+	tm := func(op string, f func()) {
+		if !timing {
+			f()
+			return
+		}
+		st := time.Now()
+		f()
+		spent[op] += time.Since(st)
+	}
+	mm := func(out, in tensor.Tensor, w *tensor.Weight) {
+		tm(fmt.Sprintf("MatMul %dx%d", w.Rows(), w.Cols()), func() { bk.MatMul(out, in, w, T) })
+	}
 	forward := func() {
 		for i, l := range layers {
-			bk.RMSNorm(x, h, l.in, T, H, 1e-6, 1)
+			tm("RMSNorm", func() { bk.RMSNorm(x, h, l.in, T, H, 1e-6, 1) })
 			if l.full {
-				bk.MatMul(big, x, l.q, T)
-				bk.Copy(q, 0, hd, big, 0, 2*hd, T*nh, hd)
-				bk.Copy(gt, 0, hd, big, hd, 2*hd, T*nh, hd)
-				bk.RMSNorm(q, q, l.qn, T*nh, hd, 1e-6, 1)
-				bk.MatMul(kt, x, l.k, T)
-				bk.MatMul(vt, x, l.v, T)
-				bk.RMSNorm(kt, kt, l.kn, T*nkv, hd, 1e-6, 1)
-				bk.RoPE(q, pos, nh, hd, 64, 1e7)
-				bk.RoPE(kt, pos, nkv, hd, 64, 1e7)
-				bk.Attention(o, q, kt, vt, tensor.AttnArgs{B: 1, T: T, Heads: nh, KVHeads: nkv, HeadDim: hd, Scale: 1.0 / 16})
-				bk.SigmoidMul(o, gt, T*nh*hd)
-				bk.MatMul(x, o, l.o, T)
+				mm(big, x, l.q)
+				tm("Copy", func() { bk.Copy(q, 0, hd, big, 0, 2*hd, T*nh, hd) })
+				tm("Copy", func() { bk.Copy(gt, 0, hd, big, hd, 2*hd, T*nh, hd) })
+				tm("RMSNorm", func() { bk.RMSNorm(q, q, l.qn, T*nh, hd, 1e-6, 1) })
+				mm(kt, x, l.k)
+				mm(vt, x, l.v)
+				tm("RMSNorm", func() { bk.RMSNorm(kt, kt, l.kn, T*nkv, hd, 1e-6, 1) })
+				tm("RoPE", func() { bk.RoPE(q, pos, nh, hd, 64, 1e7) })
+				tm("RoPE", func() { bk.RoPE(kt, pos, nkv, hd, 64, 1e7) })
+				tm("Attention", func() {
+					bk.Attention(o, q, kt, vt, tensor.AttnArgs{B: 1, T: T, Heads: nh, KVHeads: nkv, HeadDim: hd, Scale: 1.0 / 16})
+				})
+				tm("SigmoidMul", func() { bk.SigmoidMul(o, gt, T*nh*hd) })
+				mm(x, o, l.o)
 			} else {
-				bk.MatMul(big, x, l.qkv, T)
-				bk.MatMul(z, x, l.z, T)
-				bk.MatMul(bv, x, l.bw, T)
-				bk.MatMul(av, x, l.aw, T)
-				bk.CausalConv(conv, big, l.conv, tensor.ConvArgs{B: 1, T: T, D: dconv, K: kc})
-				bk.Write(states[i][0], 0, make([]float32, nv*dk*dv))
-				bk.GatedDelta(o, conv, av, bv, l.aLog, l.dtBias, tensor.DeltaArgs{B: 1, T: T, NK: nk, NV: nv, DK: dk, DV: dv, Chunk: 64, State: states[i]})
-				bk.GatedRMSNorm(o, o, z, l.gnorm, T*nv, dv, 1e-6)
-				bk.MatMul(x, o, l.out, T)
+				mm(big, x, l.qkv)
+				mm(z, x, l.z)
+				mm(bv, x, l.bw)
+				mm(av, x, l.aw)
+				tm("CausalConv", func() { bk.CausalConv(conv, big, l.conv, tensor.ConvArgs{B: 1, T: T, D: dconv, K: kc}) })
+				tm("Write", func() { bk.Write(states[i][0], 0, make([]float32, nv*dk*dv)) })
+				tm("GatedDelta", func() {
+					bk.GatedDelta(o, conv, av, bv, l.aLog, l.dtBias, tensor.DeltaArgs{B: 1, T: T, NK: nk, NV: nv, DK: dk, DV: dv, Chunk: 64, State: states[i]})
+				})
+				tm("GatedRMSNorm", func() { bk.GatedRMSNorm(o, o, z, l.gnorm, T*nv, dv, 1e-6) })
+				mm(x, o, l.out)
 			}
-			bk.Add(h, x, T*H)
-			bk.RMSNorm(x, h, l.post, T, H, 1e-6, 1)
-			bk.MatMul(g, x, l.gate, T)
-			bk.MatMul(u, x, l.up, T)
-			bk.SwiGLU(g, g, u, T*I)
-			bk.MatMul(x, g, l.down, T)
-			bk.Add(h, x, T*H)
+			tm("Add", func() { bk.Add(h, x, T*H) })
+			tm("RMSNorm", func() { bk.RMSNorm(x, h, l.post, T, H, 1e-6, 1) })
+			mm(g, x, l.gate)
+			mm(u, x, l.up)
+			tm("SwiGLU", func() { bk.SwiGLU(g, g, u, T*I) })
+			mm(x, g, l.down)
+			tm("Add", func() { bk.Add(h, x, T*H) })
 		}
 	}
 	forward()
@@ -265,4 +286,19 @@ func BenchmarkPrefill08B(b *testing.B) {
 	b.ReportMetric(gf, "GFLOP/s")
 	b.ReportMetric(sg, "sgemm-GFLOP/s")
 	b.ReportMetric(gf/sg, "sgemm-ratio")
+	// One more pass, timing each kind of operation.
+	timing = true
+	st := time.Now()
+	forward()
+	total := time.Since(st)
+	var ops []string
+	for op := range spent {
+		ops = append(ops, op)
+	}
+	slices.SortFunc(ops, func(x, y string) int { return cmp.Compare(spent[y], spent[x]) })
+	var sb strings.Builder
+	for _, op := range ops {
+		fmt.Fprintf(&sb, " %s %.0fms (%.0f%%)", op, spent[op].Seconds()*1e3, 100*spent[op].Seconds()/total.Seconds())
+	}
+	b.Logf("one pass %.0fms:%s", total.Seconds()*1e3, sb.String())
 }

@@ -105,11 +105,12 @@ type deltaScratch struct {
 	y       []float32 // [2c, dv]: W S over eγ Q S, then O
 	beta, g []float32 // [c]
 	gam     []float32 // [c]: γ
+	dec     []float32 // [c]: decays of one row
 	egm     []float32 // [c]: e^γ
 }
 
 func newDeltaScratch(b *Backend, c, dk, dv int) *deltaScratch {
-	s := b.getScratch(4*c + c*dk + 2*c*dk + c*dv + 2*c*c + c*c + 2*c*(dv+dk) + 2*c*dv)
+	s := b.getScratch(5*c + c*dk + 2*c*dk + c*dv + 2*c*c + c*c + 2*c*(dv+dk) + 2*c*dv)
 	ws := &deltaScratch{s: s}
 	d := s.d
 	take := func(n int) []float32 {
@@ -120,7 +121,7 @@ func newDeltaScratch(b *Backend, c, dk, dv int) *deltaScratch {
 	ws.k, ws.x, ws.v = take(c*dk), take(2*c*dk), take(c*dv)
 	ws.att, ws.inv = take(2*c*c), take(c*c)
 	ws.z, ws.y = take(2*c*(dv+dk)), take(2*c*dv)
-	ws.beta, ws.g, ws.gam, ws.egm = take(c), take(c), take(c), take(c)
+	ws.beta, ws.g, ws.gam, ws.egm, ws.dec = take(c), take(c), take(c), take(c), take(c)
 	return ws
 }
 
@@ -150,27 +151,29 @@ func (b *Backend) deltaChunk(ws *deltaScratch, cl, dk, dv int, st []float32) {
 		bi, ei := ws.beta[i], egm[i]
 		ki, kbi := k[i*dk:(i+1)*dk], kb[i*dk:(i+1)*dk]
 		zi := z[(cl+i)*zw : (cl+i+1)*zw]
-		zv, zk := zi[:dv], zi[dv:]
-		for e, val := range v[i*dv : (i+1)*dv] {
-			zv[e] = bi * val
-		}
-		for d, kv := range ki {
-			kbi[d] = bi * kv
-			zk[d] = ei * (bi * kv)
-		}
+		scaleVec(zi[:dv], v[i*dv:(i+1)*dv], bi)
+		scaleVec(kbi, ki, bi)
+		scaleVec(zi[dv:], kbi, ei)
 	}
 	att := ws.att[:2*cl*cl]
 	b.sgemm(false, true, 2*cl, cl, dk, 1, x, dk, k, dk, 0, att, cl)
 	// A = strictly_lower(Kβ Kᵀ ⊙ D); P = lower(Q Kᵀ ⊙ D).
+	dec := ws.dec[:cl]
 	for i := range cl {
 		ar := att[i*cl : (i+1)*cl]
 		pr := att[(cl+i)*cl : (cl+i+1)*cl]
 		gi := gam[i]
-		for jj := range i {
-			dij := expFlush(gi - gam[jj])
+		di := dec[:i]
+		for jj := range di {
+			di[jj] = gi - gam[jj]
+		}
+		expFlushVec(di, di)
+		ar, pr = ar[:i], pr[:i]
+		for jj, dij := range di {
 			ar[jj] *= dij
 			pr[jj] *= dij
 		}
+		ar, pr = att[i*cl:(i+1)*cl], att[(cl+i)*cl:(cl+i+1)*cl]
 		clear(ar[i:])
 		clear(pr[i+1:])
 	}
@@ -186,11 +189,7 @@ func (b *Backend) deltaChunk(ws *deltaScratch, cl, dk, dv int, st []float32) {
 			if aij == 0 {
 				continue
 			}
-			jr := inv[jj*cl : jj*cl+jj+1]
-			ir := ir[:len(jr)]
-			for col, val := range jr {
-				ir[col] -= aij * val
-			}
+			subScaled(ir[:jj+1], inv[jj*cl:jj*cl+jj+1], aij)
 		}
 	}
 	// [U | W] = inv · [Vβ | eγ Kβ] (rows cl..2cl of z) into rows 0..cl; then
@@ -198,10 +197,7 @@ func (b *Backend) deltaChunk(ws *deltaScratch, cl, dk, dv int, st []float32) {
 	b.sgemm(false, false, cl, zw, cl, 1, inv, cl, z[cl*zw:], zw, 0, z, zw)
 	for i := range cl {
 		ei := egm[i]
-		zq := z[(cl+i)*zw+dv : (cl+i+1)*zw]
-		for d, qv := range q[i*dk : (i+1)*dk] {
-			zq[d] = ei * qv
-		}
+		scaleVec(z[(cl+i)*zw+dv:(cl+i+1)*zw], q[i*dk:(i+1)*dk], ei)
 	}
 	// y = [W; eγ Q] · S.
 	y := ws.y[:2*cl*dv]
@@ -220,11 +216,8 @@ func (b *Backend) deltaChunk(ws *deltaScratch, cl, dk, dv int, st []float32) {
 	// S = eγ_last S + (diag(e^(γ_last − γ)) K)ᵀ V'.
 	last := gam[cl-1]
 	for i := range cl {
-		f := expFlush(last - gam[i])
 		ki := k[i*dk : (i+1)*dk]
-		for d := range ki {
-			ki[d] *= f
-		}
+		scaleVec(ki, ki, expFlush(last-gam[i]))
 	}
 	b.sgemm(true, false, dk, dv, cl, 1, k, dk, v, dv, egm[cl-1], st, dv)
 }

@@ -44,7 +44,7 @@ func TestExp32(t *testing.T) {
 // bit for bit, including the extremes and every tail length.
 func TestVectorLoops(t *testing.T) {
 	rng := newRNG(t)
-	special := []float32{0, -0, 1e-40, -1e-40, 88, 89, -87, -88, -100, 100, 1e30, -1e30, 20, -20,
+	special := []float32{0, -0, 1e-40, -1e-40, 88, 89, -87, -88, -100, 100, 1e30, -1e30, 20, -20, -60, -59.99, -60.01,
 		float32(math.Inf(1)), float32(math.Inf(-1))}
 	for n := range 40 {
 		src := randVec(rng, n, 8)
@@ -71,6 +71,26 @@ func TestVectorLoops(t *testing.T) {
 				if math.Float32bits(inPlace[i]) != math.Float32bits(dst[i]) {
 					t.Fatalf("%s in place differs at %d", f.name, i)
 				}
+			}
+		}
+		ef := make([]float32, n)
+		expFlushVec(ef, src)
+		for i, x := range src {
+			if want := expFlush(x); math.Float32bits(ef[i]) != math.Float32bits(want) {
+				t.Errorf("expFlush(%g) = %g vector, %g scalar", x, ef[i], want)
+			}
+		}
+		a := float32(rng.NormFloat64())
+		sc := make([]float32, n)
+		scaleVec(sc, src, a)
+		sub := append([]float32(nil), ef...)
+		subScaled(sub, src, a)
+		for i, x := range src {
+			if want := a * x; math.Float32bits(sc[i]) != math.Float32bits(want) {
+				t.Errorf("scale %g·%g = %g vector, %g scalar", a, x, sc[i], want)
+			}
+			if want := ef[i] - a*x; math.Float32bits(sub[i]) != math.Float32bits(want) && !(want != want && sub[i] != sub[i]) {
+				t.Errorf("%g − %g·%g = %g vector, %g scalar", ef[i], a, x, sub[i], want)
 			}
 		}
 		raw := make([]byte, 2*n)

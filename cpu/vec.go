@@ -26,3 +26,43 @@ func sigmoidVec(dst, src []float32) {
 		dst[i] = sigmoid(src[i])
 	}
 }
+
+// expFlushVec sets dst[i] = expFlush(src[i]) for i < len(dst); dst may
+// equal src.
+func expFlushVec(dst, src []float32) {
+	src = src[:len(dst)]
+	i := 0
+	if haveKernel && len(dst) >= 8 {
+		i = len(dst) &^ 7
+		expFlushAVX2(&dst[0], &src[0], i)
+	}
+	for ; i < len(dst); i++ {
+		dst[i] = expFlush(src[i])
+	}
+}
+
+// subScaled sets dst[i] −= a·src[i] for i < len(dst).
+func subScaled(dst, src []float32, a float32) {
+	src = src[:len(dst)]
+	i := 0
+	if haveKernel && len(dst) >= 8 {
+		i = len(dst) &^ 7
+		subScaledAVX2(&dst[0], &src[0], i, a)
+	}
+	for ; i < len(dst); i++ {
+		dst[i] -= a * src[i]
+	}
+}
+
+// scaleVec sets dst[i] = a·src[i] for i < len(dst); dst may equal src.
+func scaleVec(dst, src []float32, a float32) {
+	src = src[:len(dst)]
+	i := 0
+	if haveKernel && len(dst) >= 8 {
+		i = len(dst) &^ 7
+		scaleAVX2(&dst[0], &src[0], i, a)
+	}
+	for ; i < len(dst); i++ {
+		dst[i] = a * src[i]
+	}
+}

@@ -10,3 +10,12 @@ func sigmoidAVX2(dst, src *float32, n int)
 
 //go:noescape
 func bf16AVX2(dst *float32, src *byte, n int)
+
+//go:noescape
+func expFlushAVX2(dst, src *float32, n int)
+
+//go:noescape
+func subScaledAVX2(dst, src *float32, n int, a float32)
+
+//go:noescape
+func scaleAVX2(dst, src *float32, n int, a float32)

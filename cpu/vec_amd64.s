@@ -283,3 +283,109 @@ TEXT ·getMXCSR(SB), NOSPLIT, $0-4
 TEXT ·setMXCSR(SB), NOSPLIT, $0-4
 	LDMXCSR x+0(FP)
 	RET
+
+// func expFlushAVX2(dst, src *float32, n int)
+//
+// dst[i] = 0 if src[i] < −60, else exp32(src[i]), for i < n, n a multiple of
+// 8; bit for bit as expFlush. dst may equal src.
+TEXT ·expFlushAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ   expdone
+	VBROADCASTSS flushc<>+0(SB), Y10
+
+exploop:
+	VMOVUPS (SI), Y0
+	VMINPS expc<>+0(SB), Y0, Y1
+	VMAXPS expc<>+32(SB), Y1, Y1
+	VMULPS expc<>+64(SB), Y1, Y2
+	VADDPS expc<>+96(SB), Y2, Y2
+	VSUBPS expc<>+96(SB), Y2, Y3
+	VMULPS expc<>+128(SB), Y3, Y4
+	VSUBPS Y4, Y1, Y5
+	VMULPS expc<>+160(SB), Y3, Y4
+	VSUBPS Y4, Y5, Y5
+	VMULPS Y5, Y5, Y6
+	VMULPS expc<>+192(SB), Y5, Y7
+	VADDPS expc<>+224(SB), Y7, Y7
+	VMULPS Y5, Y7, Y7
+	VADDPS expc<>+256(SB), Y7, Y7
+	VMULPS Y5, Y7, Y7
+	VADDPS expc<>+288(SB), Y7, Y7
+	VMULPS Y5, Y7, Y7
+	VADDPS expc<>+320(SB), Y7, Y7
+	VMULPS Y5, Y7, Y7
+	VADDPS expc<>+352(SB), Y7, Y7
+	VMULPS Y6, Y7, Y7
+	VADDPS Y5, Y7, Y7
+	VADDPS expc<>+384(SB), Y7, Y7
+	VPAND expc<>+416(SB), Y2, Y2
+	VPSUBD expc<>+448(SB), Y2, Y2
+	VPSLLD $23, Y2, Y2
+	VPADDD expc<>+480(SB), Y2, Y2
+	VMULPS Y2, Y7, Y7
+	VCMPPS $1, Y10, Y0, Y8
+	VANDNPS Y7, Y8, Y7
+	VMOVUPS Y7, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  exploop
+
+expdone:
+	VZEROUPPER
+	RET
+
+DATA flushc<>+0(SB)/4, $0xc2700000
+GLOBL flushc<>(SB), RODATA|NOPTR, $4
+
+// func subScaledAVX2(dst, src *float32, n int, a float32)
+//
+// dst[i] −= a·src[i] for i < n, n a multiple of 8 (multiply, then subtract:
+// no fused rounding, as the scalar loop).
+TEXT ·subScaledAVX2(SB), NOSPLIT, $0-28
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS a+24(FP), Y1
+	SHRQ $3, CX
+	JZ   subdone
+
+subloop:
+	VMULPS (SI), Y1, Y0
+	VMOVUPS (DI), Y2
+	VSUBPS Y0, Y2, Y2
+	VMOVUPS Y2, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  subloop
+
+subdone:
+	VZEROUPPER
+	RET
+
+// func scaleAVX2(dst, src *float32, n int, a float32)
+//
+// dst[i] = a·src[i] for i < n, n a multiple of 8. dst may equal src.
+TEXT ·scaleAVX2(SB), NOSPLIT, $0-28
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS a+24(FP), Y1
+	SHRQ $3, CX
+	JZ   scaledone
+
+scaleloop:
+	VMULPS (SI), Y1, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  scaleloop
+
+scaledone:
+	VZEROUPPER
+	RET
