@@ -217,36 +217,6 @@ func procStatus(key string) (int64, bool) {
 	return 0, false
 }
 
-// resetPeakRSS resets the kernel's peak-RSS mark where it can (Linux), so
-// that each run reports its own peak.
-func resetPeakRSS() {
-	if runtime.GOOS == "linux" {
-		os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
-	}
-}
-
-// peakRSS returns the peak resident set size in bytes: VmHWM on Linux,
-// getrusage's maxrss elsewhere.
-func peakRSS() int64 {
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
-				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil {
-					return kb << 10
-				}
-			}
-		}
-	}
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	if runtime.GOOS == "darwin" {
-		return ru.Maxrss // bytes
-	}
-	return ru.Maxrss << 10 // kilobytes elsewhere
-}
-
 // benchShape is the part of a Qwen3.5 config the benchmark varies.
 type benchShape struct {
 	H, L, I, V, NH, NKV, HD, NK, NV, DK, DV, K int
