@@ -30,7 +30,12 @@ func NewEmulated(opts Options) (tensor.Backend, error) {
 
 // NewEmulatedContext is NewEmulated with a context for the kernel build.
 func NewEmulatedContext(ctx context.Context, opts Options) (tensor.Backend, error) {
-	lib, _, err := buildEmu(ctx, opts)
+	return newEmulated(ctx, opts, "")
+}
+
+// newEmulated builds the emulated backend with extra kernel source.
+func newEmulated(ctx context.Context, opts Options, extra string) (*Backend, error) {
+	lib, _, err := buildEmu(ctx, opts, extra)
 	if err != nil {
 		return nil, err
 	}

@@ -60,12 +60,13 @@ func isClang19(path string) bool {
 }
 
 // buildEmu compiles (or finds in the cache) the emulator library for the
-// embedded kernels and loads it.
-func buildEmu(ctx context.Context, opts Options) (*emuLib, []kernelEntry, error) {
+// embedded kernels, plus extra kernel source (tests), and loads it.
+func buildEmu(ctx context.Context, opts Options, extra string) (*emuLib, []kernelEntry, error) {
 	src, err := librarySource()
 	if err != nil {
 		return nil, nil, err
 	}
+	src += extra
 	ks, err := parseKernels(src)
 	if err != nil {
 		return nil, nil, fmt.Errorf("metal emulator: parse kernels: %w", err)

@@ -18,15 +18,21 @@ import (
 // whole [T, H] matrix and 5e-4 per position (the tiny random checkpoint
 // amplifies fp32 rounding in its DeltaNet decays; model's own tests explain
 // and use the same bound).
-const (
-	tinyDir    = "../testdata/tiny-qwen35"
-	goldenPath = "../testdata/goldens/tiny-qwen35.goldens.safetensors"
-	perPosTol  = 5e-4
-)
+const perPosTol = 5e-4
 
-// goldenCases are the cases run: the real prompt and the chunk edges
-// around 64 positions (the emulator is slow; the CPU backend runs them all).
-var goldenCases = map[string]bool{"prompt": true, "rand1": true, "rand65": true}
+// goldenRuns are the checkpoints and cases run: the real prompt, one token
+// and 65 (past a 64-position chunk) for the bf16 checkpoint, and one case of
+// each MLX-quantised form (quantised GEMM and embedding inside the graph;
+// their goldens are transformers on the exactly dequantised weights). The
+// emulator is slow; the model package runs every case on the CPU backend.
+var goldenRuns = []struct {
+	dir, goldens string
+	cases        []string
+}{
+	{"../testdata/tiny-qwen35", "../testdata/goldens/tiny-qwen35.goldens.safetensors", []string{"prompt", "rand1", "rand65"}},
+	{"../testdata/tiny-qwen35-mlx-4bit", "../testdata/goldens/tiny-qwen35-mlx-4bit.goldens.safetensors", []string{"prompt"}},
+	{"../testdata/tiny-qwen35-mlx-8bit", "../testdata/goldens/tiny-qwen35-mlx-8bit.goldens.safetensors", []string{"rand65"}},
+}
 
 type golden struct {
 	name         string
@@ -34,9 +40,9 @@ type golden struct {
 	norm, logits []float32
 }
 
-func readGoldens(t *testing.T) []golden {
+func readGoldens(t *testing.T, path string) []golden {
 	t.Helper()
-	f, err := safetensors.Open(goldenPath)
+	f, err := safetensors.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,32 +117,42 @@ func TestModelGoldens(t *testing.T) {
 	if testing.Short() {
 		t.Skip("whole-model run through the emulator")
 	}
-	m := loadEmulated(t, tinyDir)
-	H := m.Config.Hidden
 	ctx := context.Background()
-	for _, g := range readGoldens(t) {
-		if !goldenCases[g.name] {
-			continue
+	for _, run := range goldenRuns {
+		m := loadEmulated(t, run.dir)
+		H := m.Config.Hidden
+		want := map[string]bool{}
+		for _, c := range run.cases {
+			want[c] = true
 		}
-		t.Run(g.name, func(t *testing.T) {
-			T := len(g.ids)
-			out, err := m.Forward(ctx, []model.Row{{IDs: g.ids, Gather: seq(T)}}, nil)
-			if err != nil {
-				t.Fatal(err)
+		for _, g := range readGoldens(t, run.goldens) {
+			if !want[g.name] {
+				continue
 			}
-			if r, rp := maxRel(out[0], g.norm, len(g.norm)), maxRel(out[0], g.norm, H); r > 1e-4 || rp > perPosTol {
-				t.Errorf("norm: relative error %.2e, per position %.2e", r, rp)
-			}
-			lg, err := m.Forward(ctx, []model.Row{{IDs: g.ids, Gather: []int{T - 1}}}, m.Head())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if r := maxRel(lg[0], g.logits, len(g.logits)); r > 1e-4 {
-				t.Errorf("logits_last: relative error %.2e", r)
-			} else {
-				t.Logf("T=%d logits rel %.2e, norm rel %.2e", T, r, maxRel(out[0], g.norm, len(g.norm)))
-			}
-		})
+			delete(want, g.name)
+			t.Run(strings.TrimPrefix(run.dir, "../testdata/")+"/"+g.name, func(t *testing.T) {
+				T := len(g.ids)
+				out, err := m.Forward(ctx, []model.Row{{IDs: g.ids, Gather: seq(T)}}, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r, rp := maxRel(out[0], g.norm, len(g.norm)), maxRel(out[0], g.norm, H); r > 1e-4 || rp > perPosTol {
+					t.Errorf("norm: relative error %.2e, per position %.2e", r, rp)
+				}
+				lg, err := m.Forward(ctx, []model.Row{{IDs: g.ids, Gather: []int{T - 1}}}, m.Head())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r := maxRel(lg[0], g.logits, len(g.logits)); r > 1e-4 {
+					t.Errorf("logits_last: relative error %.2e", r)
+				} else {
+					t.Logf("T=%d logits rel %.2e, norm rel %.2e", T, r, maxRel(out[0], g.norm, len(g.norm)))
+				}
+			})
+		}
+		if len(want) > 0 {
+			t.Errorf("%s: cases %v not in the goldens", run.goldens, want)
+		}
 	}
 }
 
