@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/startlux/startlux/app"
@@ -30,16 +32,15 @@ func main() {
 func run(args []string) error {
 	fs := flag.NewFlagSet("startlux-app", flag.ContinueOnError)
 	socket := fs.String("socket", "", "the daemon's socket (default: the per-user default path)")
-	print := fs.Bool("print", false, "poll the daemon once, print the menu as text and exit")
+	printMenu := fs.Bool("print", false, "poll the daemon once, print the menu as text and exit")
+	// Old macOS versions pass -psn_<serial> to apps opened from the Finder.
+	args = slices.DeleteFunc(slices.Clone(args), func(a string) bool { return strings.HasPrefix(a, "-psn_") })
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() != 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	// macOS passes -psn_... to apps started from the Finder on old systems;
-	// flag parsing above would have failed on it, so nothing else to do.
-
 	var daemonArgs []string
 	if *socket != "" {
 		daemonArgs = []string{"--socket", *socket}
@@ -58,7 +59,7 @@ func run(args []string) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	ctrl := app.New(d, sys, app.Options{ModelsDir: models, OnQuit: cancel})
-	if *print {
+	if *printMenu {
 		fmt.Print(ctrl.Poll(ctx).Text())
 		return nil
 	}
