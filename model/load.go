@@ -130,11 +130,11 @@ func load(src source, name string, be tensor.Backend, opts LoadOptions) (_ *Mode
 			m.Close()
 		}
 	}()
-	all, err := m.openFiles(src)
+	all, index, err := m.openFiles(src)
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", name, err)
 	}
-	r, err := newResolver(all, quant, src.display("model.safetensors"))
+	r, err := newResolver(all, quant, src.display(index))
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", name, err)
 	}
@@ -162,23 +162,26 @@ func load(src source, name string, be tensor.Backend, opts LoadOptions) (_ *Mode
 }
 
 // openFiles opens model.safetensors, or the shards listed by
-// model.safetensors.index.json, and returns every tensor by name.
-func (m *Model) openFiles(src source) (map[string]stored, error) {
+// model.safetensors.index.json, and returns every tensor by name and the file
+// that lists them (the one a missing tensor is reported against).
+func (m *Model) openFiles(src source) (all map[string]stored, index string, err error) {
 	var shards []string
+	index = "model.safetensors"
 	idx, err := src.readFile("model.safetensors.index.json")
 	switch {
 	case err == nil:
+		index = "model.safetensors.index.json"
 		var ix struct {
 			WeightMap map[string]string `json:"weight_map"`
 		}
 		if err := json.Unmarshal(idx, &ix); err != nil {
-			return nil, fmt.Errorf("%s: %w", src.display("model.safetensors.index.json"), err)
+			return nil, "", fmt.Errorf("%s: %w", src.display("model.safetensors.index.json"), err)
 		}
 		seen := map[string]bool{}
 		for _, f := range ix.WeightMap {
 			if !seen[f] {
 				if strings.Contains(f, "/") || strings.Contains(f, `\`) || f == ".." {
-					return nil, fmt.Errorf("%s: shard name %q is not a plain file name", src.display("model.safetensors.index.json"), f)
+					return nil, "", fmt.Errorf("%s: shard name %q is not a plain file name", src.display("model.safetensors.index.json"), f)
 				}
 				seen[f] = true
 				shards = append(shards, f)
@@ -186,28 +189,28 @@ func (m *Model) openFiles(src source) (map[string]stored, error) {
 		}
 		sort.Strings(shards)
 		if len(shards) == 0 {
-			return nil, fmt.Errorf("%s: weight_map is empty", src.display("model.safetensors.index.json"))
+			return nil, "", fmt.Errorf("%s: weight_map is empty", src.display("model.safetensors.index.json"))
 		}
 	case errors.Is(err, fs.ErrNotExist):
 		shards = []string{"model.safetensors"}
 	default:
-		return nil, err
+		return nil, "", err
 	}
-	all := map[string]stored{}
+	all = map[string]stored{}
 	for _, s := range shards {
 		f, err := src.openTensors(s)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		m.files = append(m.files, f)
 		for _, n := range f.Names() {
 			if prev, dup := all[n]; dup {
-				return nil, fmt.Errorf("%s: tensor %s is also in %s", f.Name, n, prev.file)
+				return nil, "", fmt.Errorf("%s: tensor %s is also in %s", f.Name, n, prev.file)
 			}
 			all[n] = stored{file: f.Name, info: f.Tensor(n)}
 		}
 	}
-	return all, nil
+	return all, index, nil
 }
 
 // bind resolves every weight the graph uses.

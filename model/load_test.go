@@ -72,6 +72,11 @@ func TestLoadRefusals(t *testing.T) {
 			return d
 		}, []string{"model.safetensors"}},
 		{"no config", func(t *testing.T) string { return t.TempDir() }, []string{"config.json"}},
+		{"sharded tensor missing", func(t *testing.T) string {
+			d := rewrite(t, tinyDir, func(cfg map[string]any, ents []safetensors.Entry) []safetensors.Entry { return nil })
+			shard(t, tinyDir, d, victim)
+			return d
+		}, []string{"model.safetensors.index.json", victim, "missing"}},
 		{"mlx bits disagree with config", func(t *testing.T) string {
 			return rewrite(t, mlx4Dir, func(cfg map[string]any, ents []safetensors.Entry) []safetensors.Entry {
 				cfg["quantization"] = map[string]any{"group_size": 32.0, "bits": 8.0, "mode": "affine"}
@@ -217,8 +222,9 @@ func TestStoredForms(t *testing.T) {
 	}
 }
 
-// shard splits src's model.safetensors into two files plus an index in dst.
-func shard(t *testing.T, src, dst string) {
+// shard splits src's model.safetensors into two files plus an index in dst,
+// leaving out the tensors named in skip.
+func shard(t *testing.T, src, dst string, skip ...string) {
 	t.Helper()
 	f, err := safetensors.Open(filepath.Join(src, "model.safetensors"))
 	if err != nil {
@@ -228,6 +234,9 @@ func shard(t *testing.T, src, dst string) {
 	var parts [2][]safetensors.Entry
 	index := map[string]string{}
 	for i, n := range f.Names() {
+		if slices.Contains(skip, n) {
+			continue
+		}
 		info := f.Tensor(n)
 		parts[i%2] = append(parts[i%2], safetensors.Entry{Name: n, DType: info.DType, Shape: info.Shape, Data: info.Data})
 		index[n] = fmt.Sprintf("model-%05d-of-00002.safetensors", i%2+1)
