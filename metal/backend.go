@@ -381,7 +381,7 @@ func (b *Backend) MatMul(out, x tensor.Tensor, w *tensor.Weight, rows int) {
 		k, lp := rowsKernel("mv", w)
 		binds := append([]binding{arg(0, out, 0), arg(1, x, 0)}, h.binds(2)...)
 		binds = append(binds, bytesArg(5, params(append([]any{rows, o}, lp...)...)))
-		b.run(k, [3]int{ceilDiv(o, 4), 1, 1}, [3]int{128, 1, 1}, binds...)
+		b.run(k, [3]int{ceilDiv(o, 16), 1, 1}, [3]int{128, 1, 1}, binds...)
 		return
 	}
 	k, lp := rowsKernel("mm", w)

@@ -5,8 +5,8 @@
 // mm: 32×32 output tiles, four SIMD-groups of 2×2 simdgroup_float8x8
 //     accumulators each; x and w tiles of 32 along I are staged in
 //     threadgroup memory as float (w converted or dequantised on the way).
-// mv: for a few rows: one SIMD-group per output column, lanes striding over
-//     I, one simd_sum per row.
+// mv: for a few rows: one SIMD-group per four output columns, lanes
+//     striding over I, one simd_sum of a float4 per row.
 
 struct MMParams {
   uint rows, out_cols, in_cols, bits, group, row_bytes;
@@ -62,6 +62,7 @@ INSTANTIATE_ROWS("mm", mm)
 
 #define MV_MAX_ROWS 8
 #define MV_SIMDGROUPS 4
+#define MV_COLS 4
 
 template <typename L>
 kernel void mv(device float* out [[buffer(0)]], device const float* x [[buffer(1)]],
@@ -69,19 +70,22 @@ kernel void mv(device float* out [[buffer(0)]], device const float* x [[buffer(1
                device const typename L::ST* biases [[buffer(4)]], constant MMParams& p [[buffer(5)]],
                uint tg [[threadgroup_position_in_grid]], uint sg [[simdgroup_index_in_threadgroup]],
                uint lane [[thread_index_in_simdgroup]]) {
-  uint o = tg * MV_SIMDGROUPS + sg;
-  if (o >= p.out_cols) return;  // the whole SIMD-group leaves together
+  uint o0 = (tg * MV_SIMDGROUPS + sg) * MV_COLS;
+  if (o0 >= p.out_cols) return;  // the whole SIMD-group leaves together
   L rows = L::make(w, scales, biases, p.in_cols, p.bits, p.group, p.row_bytes);
-  float acc[MV_MAX_ROWS];
-  for (uint r = 0; r < MV_MAX_ROWS; r++) acc[r] = 0.0f;
+  float4 acc[MV_MAX_ROWS];
+  for (uint r = 0; r < MV_MAX_ROWS; r++) acc[r] = float4(0.0f);
   for (uint c = lane; c < p.in_cols; c += 32) {
-    float wv = rows.at(o, c);
+    float4 wv;
+    for (uint j = 0; j < MV_COLS; j++) wv[j] = o0 + j < p.out_cols ? rows.at(o0 + j, c) : 0.0f;
     for (uint r = 0; r < MV_MAX_ROWS; r++)
       if (r < p.rows) acc[r] += wv * x[r * p.in_cols + c];
   }
   for (uint r = 0; r < p.rows; r++) {
-    float s = simd_sum(acc[r]);
-    if (lane == 0) out[r * p.out_cols + o] = s;
+    float4 s = simd_sum(acc[r]);
+    if (lane == 0)
+      for (uint j = 0; j < MV_COLS; j++)
+        if (o0 + j < p.out_cols) out[r * p.out_cols + o0 + j] = s[j];
   }
 }
 
