@@ -65,10 +65,12 @@ func softmaxPrefix(s []float32, n int) {
 	for _, v := range s[:n] {
 		m = max(m, v)
 	}
-	var sum float32
 	for i, v := range s[:n] {
-		e := expFlush(v - m)
-		s[i] = e
+		s[i] = v - m
+	}
+	expFlushVec(s[:n], s[:n])
+	var sum float32
+	for _, e := range s[:n] {
 		sum += e
 	}
 	inv := 1 / sum

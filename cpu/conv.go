@@ -85,7 +85,12 @@ func conv4(o, w, x0, x1, x2, x3 []float32) {
 	n := len(o)
 	w0, w1, w2, w3 := w[:n], w[n:2*n], w[2*n:3*n], w[3*n:4*n]
 	x0, x1, x2, x3 = x0[:n], x1[:n], x2[:n], x3[:n]
-	for c := range o {
+	c0 := 0
+	if haveKernel && n >= 8 {
+		c0 = n &^ 7
+		conv4AVX2(&o[0], &w0[0], &w1[0], &w2[0], &w3[0], &x0[0], &x1[0], &x2[0], &x3[0], c0)
+	}
+	for c := c0; c < n; c++ {
 		v := w0[c]*x0[c] + w1[c]*x1[c]
 		v += w2[c] * x2[c]
 		v += w3[c] * x3[c]

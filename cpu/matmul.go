@@ -9,10 +9,28 @@ import (
 // Tile shape of MatMul: up to tileRows weight rows by tileCols columns are
 // widened to float32 at a time (so the scratch stays cache-sized whatever
 // the weight's width) and multiplied with one sgemm call.
+//
+// Measured on 2 cores (Xeon, AVX-512 OpenBLAS) with the 0.8B shapes: tiles
+// of 384–1024 rows ran 5–15% faster than 128–256 (each sgemm call packs all
+// of x again, so fewer calls pay less), and blocking the columns at 1024
+// rather than 4096 made no difference.
 var (
-	tileRows = 256
-	tileCols = 1024
+	tileRows = 768
+	tileCols = 4096
 )
+
+// rowTiles splits o weight rows into tiles of at most tileRows rows (a
+// multiple of 16 where there are more), their number a multiple of the
+// workers so that each gets the same share.
+func rowTiles(o, workers int) (nt, tiles int) {
+	tiles = (o + tileRows - 1) / tileRows
+	tiles = (tiles + workers - 1) / workers * workers
+	nt = (o + tiles - 1) / tiles
+	if nt > 16 {
+		nt = (nt + 15) / 16 * 16
+	}
+	return nt, (o + nt - 1) / nt
+}
 
 // MatMul computes out[rows, O] = x[rows, I] · wᵀ. The weight is widened to
 // float32 a tile at a time into per-worker scratch and multiplied with
@@ -29,12 +47,7 @@ func (b *Backend) MatMul(out, x tensor.Tensor, w *tensor.Weight, rows int) {
 		return
 	}
 	direct := f32View(w)
-	// Tiles of rows: as many as the workers need, no larger than tileRows.
-	nt := min(tileRows, o)
-	if per := (o + b.threads - 1) / b.threads; per < nt {
-		nt = max(16, (per+15)/16*16)
-	}
-	tiles := (o + nt - 1) / nt
+	nt, tiles := rowTiles(o, b.threads)
 	// Too few tiles to keep the workers busy: also split the rows of x.
 	mParts := 1
 	if tiles < b.threads && rows >= 2*b.threads {

@@ -19,3 +19,6 @@ func subScaledAVX2(dst, src *float32, n int, a float32)
 
 //go:noescape
 func scaleAVX2(dst, src *float32, n int, a float32)
+
+//go:noescape
+func conv4AVX2(o, w0, w1, w2, w3, x0, x1, x2, x3 *float32, n int)

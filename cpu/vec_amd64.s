@@ -389,3 +389,43 @@ scaleloop:
 scaledone:
 	VZEROUPPER
 	RET
+
+// func conv4AVX2(o, w0, w1, w2, w3, x0, x1, x2, x3 *float32, n int)
+//
+// o[c] = ((w0·x0 + w1·x1) + w2·x2) + w3·x3 at each c < n, n a multiple of
+// 8, each product and sum rounded as the scalar loop rounds it.
+TEXT ·conv4AVX2(SB), NOSPLIT, $0-80
+	MOVQ o+0(FP), DI
+	MOVQ w0+8(FP), R8
+	MOVQ w1+16(FP), R9
+	MOVQ w2+24(FP), R10
+	MOVQ w3+32(FP), R11
+	MOVQ x0+40(FP), R12
+	MOVQ x1+48(FP), R13
+	MOVQ x2+56(FP), SI
+	MOVQ x3+64(FP), DX
+	MOVQ n+72(FP), CX
+	SHRQ $3, CX
+	JZ   convdone
+	XORQ AX, AX
+
+convloop:
+	VMOVUPS (R8)(AX*1), Y0
+	VMULPS (R12)(AX*1), Y0, Y0
+	VMOVUPS (R9)(AX*1), Y1
+	VMULPS (R13)(AX*1), Y1, Y1
+	VADDPS Y1, Y0, Y0
+	VMOVUPS (R10)(AX*1), Y1
+	VMULPS (SI)(AX*1), Y1, Y1
+	VADDPS Y1, Y0, Y0
+	VMOVUPS (R11)(AX*1), Y1
+	VMULPS (DX)(AX*1), Y1, Y1
+	VADDPS Y1, Y0, Y0
+	VMOVUPS Y0, (DI)(AX*1)
+	ADDQ $32, AX
+	DECQ CX
+	JNZ  convloop
+
+convdone:
+	VZEROUPPER
+	RET
