@@ -115,8 +115,13 @@ func (m *addedMatcher) split(s string, dst []segment) []segment {
 	return dst
 }
 
-// isWordRune reports whether r is in the Rust regex crate's Unicode \w.
+// isWordRune reports whether r is in the Rust regex crate's Unicode \w
+// (Unicode 16.0: the runes unicode16 corrects are letters, marks and decimal
+// digits).
 func isWordRune(r rune) bool {
+	if k := sort.Search(len(unicode16), func(i int) bool { return unicode16[i].hi >= r }); k < len(unicode16) && unicode16[k].lo <= r {
+		return unicode16[k].cls != 0
+	}
 	return unicode.IsLetter(r) || unicode.IsMark(r) || unicode.Is(unicode.Nd, r) ||
 		unicode.Is(unicode.Nl, r) || unicode.Is(unicode.Other_Alphabetic, r) ||
 		unicode.Is(unicode.Pc, r) || r == 0x200C || r == 0x200D

@@ -2,6 +2,7 @@ package tokenizer
 
 import (
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/dlclark/regexp2/v2"
 )
@@ -26,8 +27,10 @@ type matcher interface {
 	matches(s string, dst [][2]int) [][2]int
 }
 
-// newMatcher returns the hand-written matcher for the Qwen patterns and a
-// regexp2 matcher for anything else.
+// newMatcher returns the hand-written matcher for the Qwen and GPT-2 patterns
+// and a regexp2 matcher for anything else. (regexp2 classifies characters with
+// Go's Unicode 15.0 tables; the hand-written matchers follow Unicode 16.0, as
+// Hugging Face's Oniguruma does.)
 func newMatcher(pattern string, literal bool) (matcher, error) {
 	if !literal {
 		switch pattern {
@@ -35,6 +38,8 @@ func newMatcher(pattern string, literal bool) (matcher, error) {
 			return &qwenMatcher{cls: newClasses()}, nil
 		case qwen35Pattern:
 			return &qwenMatcher{cls: newClasses(), marks: true}, nil
+		case gpt2Pattern:
+			return &gpt2Matcher{cls: newClasses()}, nil
 		}
 	}
 	expr := pattern
@@ -74,7 +79,7 @@ type qwenMatcher struct {
 
 func (m *qwenMatcher) matches(s string, dst [][2]int) [][2]int {
 	for i := 0; i < len(s); {
-		e := m.next(s, i)
+		e := progress(s, i, m.next(s, i))
 		dst = append(dst, [2]int{i, e})
 		i = e
 	}
@@ -167,6 +172,87 @@ func (m *qwenMatcher) next(s string, i int) int {
 	// Not reached for valid UTF-8: every character is a letter, number,
 	// space or falls in the punctuation class.
 	return i + w0
+}
+
+// progress returns e, or the end of the character at s[i] if e would not
+// move past i: a safeguard against a matcher bug looping forever.
+func progress(s string, i, e int) int {
+	if e > i {
+		return e
+	}
+	_, w := utf8.DecodeRuneInString(s[i:])
+	return i + w
+}
+
+// gpt2Matcher is the split pattern of a ByteLevel pre-tokenizer with
+// use_regex (GPT-2's) written out by hand, like qwenMatcher.
+type gpt2Matcher struct {
+	cls classes
+}
+
+func (m *gpt2Matcher) matches(s string, dst [][2]int) [][2]int {
+	q := qwenMatcher{cls: m.cls}
+	for i := 0; i < len(s); {
+		e := progress(s, i, m.next(&q, s, i))
+		dst = append(dst, [2]int{i, e})
+		i = e
+	}
+	return dst
+}
+
+// next returns the end of the match that starts at s[i].
+func (m *gpt2Matcher) next(q *qwenMatcher, s string, i int) int {
+	// 's|'t|'re|'ve|'m|'ll|'d (case-sensitive)
+	if s[i] == '\'' && i+1 < len(s) {
+		switch s[i+1] {
+		case 's', 't', 'm', 'd':
+			return i + 2
+		case 'r', 'v':
+			if i+2 < len(s) && s[i+2] == 'e' {
+				return i + 3
+			}
+		case 'l':
+			if i+2 < len(s) && s[i+2] == 'l' {
+				return i + 3
+			}
+		}
+	}
+	//  ?\p{L}+|  ?\p{N}+|  ?[^\s\p{L}\p{N}]+
+	j := i
+	if s[i] == ' ' {
+		j = i + 1
+	}
+	if j < len(s) {
+		c, _ := m.cls.at(s, j)
+		switch {
+		case c&clsLetter != 0:
+			return q.run(s, j, clsLetter)
+		case c&clsNumber != 0:
+			return q.run(s, j, clsNumber)
+		case c&clsSpace == 0:
+			return q.runNot(s, j, clsSpace|clsLetter|clsNumber)
+		}
+	}
+	// \s+(?!\S)|\s+
+	end, lastStart, count := i, i, 0
+	for end < len(s) {
+		c, w := m.cls.at(s, end)
+		if c&clsSpace == 0 {
+			break
+		}
+		lastStart = end
+		end += w
+		count++
+	}
+	switch {
+	case count == 0: // not reached: every character is in one class
+		_, w := m.cls.at(s, i)
+		return i + w
+	case end == len(s) || count == 1:
+		return end
+	default:
+		return lastStart
+	}
 }
 
 // run returns the end of the run of characters in class set want starting at i.

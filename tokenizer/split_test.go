@@ -22,12 +22,12 @@ func randomText(r *rand.Rand, n int) string {
 	return b.String()
 }
 
-// TestQwenMatcherAgainstRegexp2 runs the hand-written matchers and regexp2 on
+// TestHandMatchersAgainstRegexp2 runs the hand-written matchers and regexp2 on
 // the same texts: the match spans must agree. (regexp2 follows .NET's case
 // folding, in which "ſ" does not match "s", and Go's Unicode 15.0 tables, so
 // the texts avoid "ſ" and later characters; see TestContractionLongS and
 // TestUnicode16.)
-func TestQwenMatcherAgainstRegexp2(t *testing.T) {
+func TestHandMatchersAgainstRegexp2(t *testing.T) {
 	var texts []string
 	for _, name := range []string{goldenTiny, goldenQwen3WithQwen35Splits} {
 		for _, c := range readGolden(t, name).Cases {
@@ -38,13 +38,13 @@ func TestQwenMatcherAgainstRegexp2(t *testing.T) {
 	for range 3000 {
 		texts = append(texts, randomText(r, 1+r.IntN(30)))
 	}
-	for _, pat := range []string{qwen2Pattern, qwen35Pattern} {
+	for _, pat := range []string{qwen2Pattern, qwen35Pattern, gpt2Pattern} {
 		hand, err := newMatcher(pat, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := hand.(*qwenMatcher); !ok {
-			t.Fatalf("pattern did not get the hand-written matcher")
+		if _, ok := hand.(regexMatcher); ok {
+			t.Fatalf("pattern %q did not get a hand-written matcher", pat)
 		}
 		re := regexMatcher{re: regexp2.MustCompile(pat)}
 		bad := 0

@@ -107,7 +107,7 @@ func (t *Tokenizer) Encode(s string) []int32 {
 func (t *Tokenizer) encodeText(out []int32, text string) []int32 {
 	if qm := t.pre.fast; qm != nil {
 		for i := 0; i < len(text); {
-			e := qm.next(text, i)
+			e := progress(text, i, qm.next(text, i))
 			out = t.model.appendWord(out, text[i:e])
 			i = e
 		}
