@@ -153,6 +153,33 @@ func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, keep 
 	g := sc.alloc(N * c.Intermediate)
 	u := sc.alloc(N * c.Intermediate)
 
+	// Forward only needs the gathered rows after the last mixer (tests that
+	// watch every layer's output keep the full path).
+	G := 0
+	for _, r := range rows {
+		G += len(r.Gather)
+	}
+	if !keep && G == 0 {
+		outs = make([][]float32, B)
+		for b := range outs {
+			outs[b] = []float32{}
+		}
+		return outs, nil, nil
+	}
+	gatherTail := !keep && m.layerHook == nil
+	gather := func(dst, src tensor.Tensor, width int) {
+		gi := 0
+		for b, r := range rows {
+			for _, t := range r.Gather {
+				be.Copy(dst, gi*width, width, src, (b*T+t)*width, width, 1, width)
+				gi++
+			}
+		}
+	}
+	var hg, pre tensor.Tensor
+	var proj *tensor.Weight
+	var wPre int
+
 	var kvPrefix []tensor.KV
 	var convPrefix []tensor.Tensor
 	for i := range m.layers {
@@ -191,7 +218,7 @@ func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, keep 
 			}
 			be.Attention(att, q, k, v, args)
 			be.SigmoidMul(att, gate, N*nh*hd)
-			be.MatMul(y, att, l.o, N)
+			pre, proj, wPre = att, l.o, nh*hd
 			if keep {
 				m.keepKV(&st.layers[i], rows[0], i, k, v, T*nkv*hd)
 			}
@@ -242,8 +269,19 @@ func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, keep 
 			be.GatedDelta(o, conv, aa, bb, l.aLog, l.dtBias, tensor.DeltaArgs{
 				B: B, T: T, NK: c.NK, NV: c.NV, DK: c.DK, DV: c.DV, Chunk: deltaChunk, State: recs})
 			be.GatedRMSNorm(o, o, z, l.norm, N*c.NV, c.DV, c.Eps)
-			be.MatMul(y, o, l.out, N)
+			pre, proj, wPre = o, l.out, dval
 		}
+		if gatherTail && i == len(m.layers)-1 {
+			// Everything after the last mixer is row-wise: run it on the
+			// gathered rows only.
+			hg = sc.alloc(G * H)
+			pg := sc.alloc(G * wPre)
+			gather(hg, h, H)
+			gather(pg, pre, wPre)
+			m.tail(sc, l, hg, pg, proj, G)
+			break
+		}
+		be.MatMul(y, pre, proj, N)
 		be.Add(h, y, N*H)
 		be.RMSNorm(x, h, l.postNorm, N, H, c.Eps, m.normShift)
 		be.MatMul(g, x, l.gate, N)
@@ -262,26 +300,11 @@ func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, keep 
 		return nil, st, nil
 	}
 
-	// Gather the wanted positions, then normalise only those.
-	G := 0
-	for _, r := range rows {
-		G += len(r.Gather)
+	if hg == nil {
+		hg = sc.alloc(G * H)
+		gather(hg, h, H)
 	}
 	outs = make([][]float32, B)
-	if G == 0 {
-		for b := range outs {
-			outs[b] = []float32{}
-		}
-		return outs, nil, be.Sync(ctx)
-	}
-	hg := sc.alloc(G * H)
-	gi := 0
-	for b, r := range rows {
-		for _, t := range r.Gather {
-			be.Copy(hg, gi*H, H, h, (b*T+t)*H, H, 1, H)
-			gi++
-		}
-	}
 	be.RMSNorm(hg, hg, m.finalNorm, G, H, c.Eps, m.normShift)
 	res, width := hg, H
 	if head != nil {
@@ -289,7 +312,7 @@ func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, keep 
 		res = sc.alloc(G * width)
 		be.MatMul(res, hg, head, G)
 	}
-	gi = 0
+	gi := 0
 	for b, r := range rows {
 		outs[b] = make([]float32, len(r.Gather)*width)
 		if err := be.Read(ctx, res, gi*width, outs[b]); err != nil {
@@ -298,6 +321,24 @@ func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, keep 
 		gi += len(r.Gather)
 	}
 	return outs, nil, nil
+}
+
+// tail finishes layer l on G gathered rows: hg holds their residual stream
+// before the layer's mixer output, pg their mixer activations before its
+// output projection proj.
+func (m *Model) tail(sc *scratch, l *layer, hg, pg tensor.Tensor, proj *tensor.Weight, G int) {
+	c, be := &m.Config, m.be
+	H, I := c.Hidden, c.Intermediate
+	y, x := sc.alloc(G*H), sc.alloc(G*H)
+	g, u := sc.alloc(G*I), sc.alloc(G*I)
+	be.MatMul(y, pg, proj, G)
+	be.Add(hg, y, G*H)
+	be.RMSNorm(x, hg, l.postNorm, G, H, c.Eps, m.normShift)
+	be.MatMul(g, x, l.gate, G)
+	be.MatMul(u, x, l.up, G)
+	be.SwiGLU(g, g, u, G*I)
+	be.MatMul(y, g, l.down, G)
+	be.Add(hg, y, G*H)
 }
 
 // deltaChunk is the chunk length of the chunked gated delta rule, as

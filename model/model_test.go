@@ -277,3 +277,38 @@ func TestForwardRejects(t *testing.T) {
 		t.Error("cancelled context ignored")
 	}
 }
+
+// TestGatheredTail checks that running the last layer's row-wise part on the
+// gathered rows only (the normal path) agrees with running it on every row
+// (the path taken while a layer hook watches).
+func TestGatheredTail(t *testing.T) {
+	for _, dir := range []string{demoDir, tinyDir} {
+		m := loadTiny(t, dir)
+		ids := make([]int32, 70)
+		for i := range ids {
+			ids[i] = int32(i*53%4000 + 3)
+		}
+		rows := []Row{{IDs: ids, Gather: []int{69, 3, 40}}, {IDs: ids[:20], Gather: []int{19}}}
+		for _, head := range []*tensor.Weight{nil, m.Head()} {
+			short, err := m.Forward(context.Background(), rows, head)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.layerHook = func(int, tensor.Tensor, int) {}
+			full, err := m.Forward(context.Background(), rows, head)
+			m.layerHook = nil
+			if err != nil {
+				t.Fatal(err)
+			}
+			width := m.Config.Hidden
+			if head != nil {
+				width = head.Rows()
+			}
+			for i := range rows {
+				if r := maxRel(short[i], full[i], width); r > invarianceTol(dir) {
+					t.Errorf("%s row %d (head %v): gathered tail differs by %.2e", dir, i, head != nil, r)
+				}
+			}
+		}
+	}
+}
