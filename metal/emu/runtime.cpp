@@ -47,6 +47,9 @@ constexpr int kSlot = 64;  // bytes per lane in a SIMD exchange
 constexpr int kMaxThreads = 1024;
 constexpr int kMaxSG = kMaxThreads / kLanes;
 constexpr uint32_t kAbortBit = 1u << 31;
+// next holds kIdle between dispatches, so that a worker woken late never
+// starts a thread of a group that is being set up.
+constexpr uint32_t kIdle = 1u << 30;
 
 struct Abort {};
 
@@ -57,7 +60,7 @@ struct Group {
   uint32_t tg[3] = {1, 1, 1}, grid[3] = {1, 1, 1}, gid[3] = {0, 0, 0};
   uint32_t n = 0, nsg = 0;
 
-  std::atomic<uint32_t> next{0};  // next logical thread to start
+  std::atomic<uint32_t> next{kIdle};  // next logical thread to start
 
   // Everything below is guarded by mu.
   // Barrier generations: a release adds one, an abort sets kAbortBit.
@@ -128,13 +131,15 @@ void check_stuck(Group* g) {
 
 void* worker_main(void*);
 
-void request_worker(Group* g) {
-  if (g->next.load() >= g->n) return;
+// request_worker wakes or starts an OS thread to go on starting logical
+// threads. It returns false when no thread could be started.
+bool request_worker(Group* g) {
+  if (g->next.load() >= g->n) return true;
   std::lock_guard<std::mutex> l(pool.mu);
   if (pool.idle > pool.tokens) {
     pool.tokens++;
     pool.cv.notify_one();
-    return;
+    return true;
   }
   pthread_attr_t attr;
   pthread_attr_init(&attr);
@@ -143,11 +148,13 @@ void request_worker(Group* g) {
   pthread_t t;
   pool.tokens++;
   pool.total++;
-  if (pthread_create(&t, &attr, worker_main, nullptr) != 0) {
+  bool ok = pthread_create(&t, &attr, worker_main, nullptr) == 0;
+  if (!ok) {
     pool.tokens--;
     pool.total--;
   }
   pthread_attr_destroy(&attr);
+  return ok;
 }
 
 void run_one(Group* g, uint32_t tid) {
@@ -219,7 +226,11 @@ void wait_gen(std::unique_lock<std::mutex>& l, Group* g, std::atomic<uint32_t>& 
   check_stuck(g);
   bool more = g->next.load() < g->n;
   l.unlock();
-  if (more && gen.load() == old) request_worker(g);
+  if (more && gen.load() == old && !request_worker(g)) {
+    l.lock();
+    fail_locked(g, "cannot start another OS thread for the threadgroup");
+    l.unlock();
+  }
   uint32_t v;
   while ((v = gen.load()) == old) gen.wait(old);
   if (v & kAbortBit) throw Abort{};
@@ -312,7 +323,6 @@ int emu_dispatch(EmuEntry entry, void** args, const uint32_t* grid, const uint32
   }
   g->n = n;
   g->nsg = (n + kLanes - 1) / kLanes;
-  g->next.store(n);  // nothing to start until the first group is set up
   {
     std::lock_guard<std::mutex> l(pool.mu);
     pool.g = g;
@@ -344,10 +354,7 @@ int emu_dispatch(EmuEntry entry, void** args, const uint32_t* grid, const uint32
           rc = -1;
         }
       }
-  {
-    std::lock_guard<std::mutex> l(pool.mu);
-    pool.g = nullptr;
-  }
+  g->next.store(kIdle);
   return rc;
 }
 
