@@ -112,6 +112,18 @@ func BuildMenu(s MenuState) Menu {
 		info("Model: %s", modelLabel(st))
 		if s.Switching != "" {
 			info("Switching to %s…", s.Switching)
+		} else if p := st.Progress; p != nil {
+			// A switch asked for elsewhere (startlux use): the old model
+			// serves while the new one loads.
+			name := p.Model
+			if name == "" {
+				name = "the demo model" // the embedded checkpoint has no path
+			}
+			line := fmt.Sprintf("Loading %s…", name)
+			if p.Total > 0 && p.Phase != StateWarming {
+				line += fmt.Sprintf(" %d%%", p.Done*100/p.Total)
+			}
+			info("%s", line)
 		}
 		info("Backend: %s", orDash(st.Model.Backend))
 		info("int8: %s", onOff(st.Model.Int8))

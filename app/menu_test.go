@@ -145,6 +145,29 @@ Restart Daemon
 ---
 Quit StartLux
 `},
+		{"switch from elsewhere", MenuState{Status: func() Status {
+			s := ready
+			s.Progress = &LoadProgress{Model: "/m/big", Phase: "loading", Done: 3, Total: 4}
+			return s
+		}(), Models: models}, `
+[Model: demo]
+[Loading /m/big… 75%]
+[Backend: cpu]
+[int8: off]
+[Prefix cache: 3.0 MiB / 512 MiB]
+[Requests: 4 · p50 12 ms]
+---
+Switch Model ▸
+    ✓ demo
+      big
+    ---
+    Open Models Folder…
+---
+  Start at Login
+Restart Daemon
+---
+Quit StartLux
+`},
 		{"failed", MenuState{Status: Status{State: StateFailed, Error: "model_load_failed: bad config"}, Models: models}, `
 [Model failed to load]
 [model_load_failed: bad config]
