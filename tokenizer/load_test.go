@@ -111,6 +111,19 @@ func TestMinimal(t *testing.T) {
 	if got := tok.Encode("a the"); !equalIDs(got, []int32{'a', 258}) {
 		t.Errorf("Encode(%q) = %v", "a the", got)
 	}
+	if got := tok.Decode([]int32{'a', 258}); got != "a the" {
+		t.Errorf("Decode = %q", got)
+	}
+	// Without a decoder Hugging Face joins the token strings with spaces.
+	m := minimalJSON()
+	m["decoder"] = nil
+	raw, err := fromMap(t, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := raw.Decode([]int32{'a', 258}); got != "a Ġthe" {
+		t.Errorf("Decode without decoder = %q", got)
+	}
 }
 
 func TestBrokenFiles(t *testing.T) {
