@@ -17,7 +17,6 @@ type fileJSON struct {
 	PreTokenizer  json.RawMessage  `json:"pre_tokenizer"`
 	PostProcessor json.RawMessage  `json:"post_processor"`
 	Decoder       json.RawMessage  `json:"decoder"`
-	Model         json.RawMessage  `json:"model"`
 }
 
 type addedTokenJSON struct {
@@ -119,15 +118,13 @@ func FromJSON(data []byte) (*Tokenizer, error) {
 type modelParts struct {
 	modelJSON
 	vocab  map[string]int32
-	merges []byte
-	data   []byte // the whole file, for the merges scanner
-	isNull bool
+	merges []byte // from the merges array to the end of the file
 }
 
 // scanModel reads the model object: vocab and merges with the fast scanner,
 // the rest through encoding/json.
 func scanModel(sc *scanner) (*modelParts, error) {
-	m := &modelParts{data: sc.data}
+	m := &modelParts{}
 	if sc.peek() == 'n' {
 		if _, err := sc.skip(); err != nil {
 			return nil, err
