@@ -68,13 +68,14 @@ type Daemon struct {
 	wake    chan struct{} // nudges the worker (capacity 1)
 	done    chan struct{} // closed when the worker has exited
 
-	mu       sync.Mutex // guards state, loadErr, cur, progress, queue, stopping
-	state    string
-	loadErr  string
-	cur      *loaded
-	progress *LoadProgress
-	queue    []*job
-	stopping bool
+	mu        sync.Mutex // guards state, loadErr, cur, progress, queue, lastBatch, stopping
+	state     string
+	loadErr   string
+	cur       *loaded
+	progress  *LoadProgress
+	queue     []*job
+	lastBatch int // size of the last batch handed to the engine
+	stopping  bool
 
 	loadMu sync.Mutex // one load at a time
 

@@ -496,3 +496,44 @@ func TestShutdownAnswersQueued(t *testing.T) {
 		t.Error("model not closed at shutdown")
 	}
 }
+
+// TestBatchesGather: with 16 clients each waiting for its answer before
+// sending again, the batches hold most of the clients instead of splitting
+// them over many passes.
+func TestBatchesGather(t *testing.T) {
+	fl := newFakeLoader()
+	fl.delay = 3 * time.Millisecond
+	path := startDaemon(t, Options{Load: fl.load, NoWarmup: true})
+	ctx := context.Background()
+	const clients, each = 16, 20
+	conns := make([]*ipc.Client, clients)
+	for i := range conns {
+		conns[i] = dial(t, path)
+	}
+	var st Status
+	waitFor(t, func() bool { conns[0].Call(ctx, MethodStatus, nil, &st); return st.State == StateReady })
+	raw := params(t, request(1))
+	var wg sync.WaitGroup
+	for _, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				if err := c.Call(ctx, MethodDecide, raw, nil); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	e := fl.engine("")
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.requests != clients*each {
+		t.Fatalf("%d requests reached the engine, want %d", e.requests, clients*each)
+	}
+	if mean := float64(e.requests) / float64(len(e.batches)); mean < clients/2 {
+		t.Errorf("mean batch %.1f requests over %d batches, want at least %d (sizes %v)", mean, len(e.batches), clients/2, e.batches)
+	}
+}

@@ -108,6 +108,7 @@ func (d *Daemon) worker() {
 func (d *Daemon) next() ([]*job, *loaded, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	var gatherUntil time.Time // when gathering a batch stops; zero: not begun
 	for {
 		// Drop jobs whose clients left while they waited.
 		kept := d.queue[:0]
@@ -126,7 +127,22 @@ func (d *Daemon) next() ([]*job, *loaded, error) {
 				return d.take(), nil, ipc.Errorf(ipc.CodeShuttingDown, "the daemon stopped before this request ran")
 			}
 			if d.cur != nil {
-				return d.take(), d.acquireLocked(), nil
+				// The clients answered by the last batch are likely to send
+				// again at once: give them a moment to join this one rather
+				// than splitting them over passes. A lone client never waits.
+				want := min(d.lastBatch, d.opts.MaxBatch)
+				if len(d.queue) < want && !d.stopping {
+					if gatherUntil.IsZero() {
+						gatherUntil = time.Now().Add(gatherWindow)
+					}
+					if time.Now().Before(gatherUntil) {
+						d.sleepLocked(time.Until(gatherUntil))
+						continue
+					}
+				}
+				batch := d.take()
+				d.lastBatch = len(batch)
+				return batch, d.acquireLocked(), nil
 			}
 			if d.state == StateFailed {
 				return d.take(), nil, ipc.Errorf(ipc.CodeModelLoadFailed, "no model is loaded: %s", d.loadErr)
@@ -134,21 +150,36 @@ func (d *Daemon) next() ([]*job, *loaded, error) {
 		} else if d.stopping {
 			return nil, nil, nil
 		}
-		waiting := len(d.queue) > 0
-		d.mu.Unlock()
-		var poll <-chan time.Time
-		if waiting {
+		if len(d.queue) > 0 {
 			// Jobs wait for a model: look again now and then for clients
-			// that left. An idle daemon sleeps until nudged.
-			poll = time.After(50 * time.Millisecond)
+			// that left.
+			d.sleepLocked(50 * time.Millisecond)
+		} else {
+			d.sleepLocked(0) // an idle daemon sleeps until nudged
 		}
-		select {
-		case <-d.wake:
-		case <-d.ctx.Done():
-		case <-poll:
-		}
-		d.mu.Lock()
 	}
+}
+
+// gatherWindow is the longest a batch waits for the clients of the previous
+// batch to send their next requests.
+const gatherWindow = 2 * time.Millisecond
+
+// sleepLocked releases d.mu until the worker is nudged, the daemon stops,
+// or (when d > 0) d has passed.
+func (d *Daemon) sleepLocked(dur time.Duration) {
+	d.mu.Unlock()
+	var timeout <-chan time.Time
+	if dur > 0 {
+		t := time.NewTimer(dur)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-d.wake:
+	case <-d.ctx.Done():
+	case <-timeout:
+	}
+	d.mu.Lock()
 }
 
 // take removes up to MaxBatch jobs from the head of the queue.
