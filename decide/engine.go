@@ -34,22 +34,28 @@ type Options struct {
 	CacheLimit int64
 	// Progress, if set, is called while the checkpoint's tensors are read.
 	Progress func(done, total int64)
+	// RowForm, for comparisons and tests, makes a pointer/1 engine run each
+	// question as one row that recomputes the state (system turn and
+	// evidence) from the first token, using and keeping no snapshots. It is
+	// slower and gives the same probabilities; jevfmt/1 engines ignore it.
+	RowForm bool
 }
 
 // Info describes an open engine.
 type Info struct {
 	Name           string `json:"name"`            // the checkpoint's name
 	Path           string `json:"path"`            // its directory, or the name given to OpenFS
-	Format         string `json:"format"`          // the prompt format, jevfmt/1
+	Format         string `json:"format"`          // the checkpoint family: jevfmt/1 or pointer/1
 	Backend        string `json:"backend"`         // the compute backend's name
 	MaxPositions   int    `json:"max_positions"`   // the longest row the model takes (0: no limit)
 	PreambleTokens int    `json:"preamble_tokens"` // positions every row shares, run once at open
 }
 
-// Engine answers decision requests with one jevfmt/1 checkpoint. It is safe
-// for concurrent use; the model runs one pass at a time.
+// Engine answers decision requests with one checkpoint of either family. It
+// is safe for concurrent use; the model runs one pass at a time.
 type Engine struct {
-	cfg      *Config        // read-only after open
+	cfg      *Config        // read-only after open; nil for pointer/1
+	ptr      *pointerEngine // the pointer/1 readout; nil for jevfmt/1
 	tok      Encoder        // read-only after open
 	m        *model.Model   // read-only after open
 	head     *tensor.Weight // the letter rows of the LM head
@@ -62,44 +68,82 @@ type Engine struct {
 	trace func(r *Request, q *Question, ids []int32, logits []float32)
 }
 
-// Open opens the jevfmt/1 checkpoint in dir on backend be.
+// Open opens the checkpoint in dir on backend be: a jevfmt/1 checkpoint, or
+// a pointer/1 one (a base, an optional LoRA adapter and a pointer head; see
+// [PointerConfig]). The decision config's format picks the family; both
+// answer the same requests with the same responses.
 func Open(dir string, be tensor.Backend, opts Options) (*Engine, error) {
-	read := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) }
-	load := func() (*model.Model, error) {
-		return model.Load(dir, be, model.LoadOptions{Progress: opts.Progress})
+	src := ckptSource{
+		read: func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, filepath.FromSlash(name))) },
+		load: func(sub string, lo model.LoadOptions) (*model.Model, error) {
+			return model.Load(filepath.Join(dir, filepath.FromSlash(sub)), be, lo)
+		},
+		adapter: func(sub string) (*model.Adapter, error) {
+			return model.LoadAdapter(filepath.Join(dir, filepath.FromSlash(sub)))
+		},
 	}
-	e, err := open(read, load, Info{Name: filepath.Base(filepath.Clean(dir)), Path: dir}, opts)
+	e, err := open(src, Info{Name: filepath.Base(filepath.Clean(dir)), Path: dir}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", dir, err)
 	}
 	return e, nil
 }
 
-// OpenFS opens a jevfmt/1 checkpoint from a file system whose root is the
-// checkpoint directory (the embedded demo model); name is shown in errors
-// and in Info.
+// OpenFS opens a checkpoint (either family, as [Open]) from a file system
+// whose root is the checkpoint directory (the embedded demo model); name is
+// shown in errors and in Info.
 func OpenFS(fsys fs.FS, name string, be tensor.Backend, opts Options) (*Engine, error) {
-	read := func(file string) ([]byte, error) { return fs.ReadFile(fsys, file) }
-	load := func() (*model.Model, error) {
-		return model.LoadFS(fsys, name, be, model.LoadOptions{Progress: opts.Progress})
+	sub := func(dir string) (fs.FS, error) {
+		if dir == "." {
+			return fsys, nil
+		}
+		return fs.Sub(fsys, dir)
 	}
-	e, err := open(read, load, Info{Name: path.Base(name), Path: name}, opts)
+	src := ckptSource{
+		read: func(file string) ([]byte, error) { return fs.ReadFile(fsys, file) },
+		load: func(dir string, lo model.LoadOptions) (*model.Model, error) {
+			f, err := sub(dir)
+			if err != nil {
+				return nil, err
+			}
+			return model.LoadFS(f, path.Join(name, dir), be, lo)
+		},
+		adapter: func(dir string) (*model.Adapter, error) {
+			f, err := sub(dir)
+			if err != nil {
+				return nil, err
+			}
+			return model.LoadAdapterFS(f, path.Join(name, dir))
+		},
+	}
+	e, err := open(src, Info{Name: path.Base(name), Path: name}, opts)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", name, err)
 	}
 	return e, nil
 }
 
-func open(read func(string) ([]byte, error), load func() (*model.Model, error), info Info, opts Options) (*Engine, error) {
-	data, err := read(ConfigFile)
+// ckptSource reads a checkpoint's files; paths are slash-separated and
+// relative to the checkpoint directory ("." for itself).
+type ckptSource struct {
+	read    func(name string) ([]byte, error)
+	load    func(dir string, lo model.LoadOptions) (*model.Model, error)
+	adapter func(dir string) (*model.Adapter, error)
+}
+
+func open(src ckptSource, info Info, opts Options) (*Engine, error) {
+	data, err := src.read(ConfigFile)
 	if err != nil {
 		return nil, err
+	}
+	if configFormat(data) == PointerFormat {
+		return openPointer(src, data, info, opts)
 	}
 	cfg, err := ParseConfig(data)
 	if err != nil {
 		return nil, err
 	}
-	data, err = read("tokenizer.json")
+	data, err = src.read("tokenizer.json")
 	if err != nil {
 		return nil, err
 	}
@@ -110,7 +154,7 @@ func open(read func(string) ([]byte, error), load func() (*model.Model, error), 
 	if err := cfg.checkLetters(tok, tok.VocabSize()); err != nil {
 		return nil, err
 	}
-	m, err := load()
+	m, err := src.load(".", model.LoadOptions{Progress: opts.Progress})
 	if err != nil {
 		return nil, err
 	}
@@ -180,7 +224,8 @@ func commonPrefix(a, b []int32) int {
 // Info describes the engine.
 func (e *Engine) Info() Info { return e.info }
 
-// Config returns the checkpoint's decision config; it must not be modified.
+// Config returns a jevfmt/1 checkpoint's decision config (nil for pointer/1);
+// it must not be modified.
 func (e *Engine) Config() *Config { return e.cfg }
 
 // CacheStats returns the bytes held by kept evidence snapshots and the limit
@@ -250,6 +295,9 @@ type task struct {
 // i-th response or error belongs to the i-th request; a bad request does
 // not affect the others.
 func (e *Engine) DecideBatch(ctx context.Context, reqs []*Request) ([]*Response, []error) {
+	if e.ptr != nil {
+		return e.decidePointer(ctx, reqs)
+	}
 	start := time.Now()
 	resps := make([]*Response, len(reqs))
 	errs := make([]error, len(reqs))

@@ -347,7 +347,7 @@ func mergeRows(v, av, bv []float32, out, in, rank int, f float32) {
 			}
 			dst := v[o*in : (o+1)*in]
 			for i, d := range row {
-				dst[i] += d * f
+				dst[i] += float32(d * f) // rounded before the add, as two kernels would
 			}
 		}
 	}

@@ -1,0 +1,533 @@
+package decide
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/startlux/startlux/model"
+	"github.com/startlux/startlux/model/safetensors"
+	"github.com/startlux/startlux/tokenizer"
+)
+
+// PointerFormat is the checkpoint family read out by a pointer head over
+// each option's own position (format.md, "The pointer/1 family").
+const PointerFormat = "pointer/1"
+
+// MaxPointerOptions bounds the options of one question for pointer/1
+// checkpoints (there is no letter limit and no wide-choice rule).
+const MaxPointerOptions = 256
+
+// PointerConfig is a pointer/1 checkpoint's decision_config.json.
+type PointerConfig struct {
+	Format string `json:"format"`
+	System string `json:"system"`
+	// Base is the directory of the Qwen3.5 base checkpoint, Adapter that of
+	// an optional PEFT LoRA adapter, both relative to the checkpoint.
+	Base    string `json:"base"`
+	Adapter string `json:"adapter"`
+	// LoRAScale multiplies the adapter's update (1 when absent).
+	LoRAScale *float64 `json:"lora_scale"`
+	Head      struct {
+		File        string  `json:"file"`
+		DP          int     `json:"dp"`
+		Temperature float64 `json:"temperature"`
+	} `json:"head"`
+}
+
+// configFormat returns the format field of a decision config, or "".
+func configFormat(data []byte) string {
+	var f struct {
+		Format string `json:"format"`
+	}
+	json.Unmarshal(data, &f) // a bad config is reported by its parser
+	return f.Format
+}
+
+// ParsePointerConfig reads and checks a pointer/1 decision_config.json.
+func ParsePointerConfig(data []byte) (*PointerConfig, error) {
+	var c PointerConfig
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%s: %w", ConfigFile, err)
+	}
+	if err := c.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", ConfigFile, err)
+	}
+	return &c, nil
+}
+
+func (c *PointerConfig) check() error {
+	if c.Format != PointerFormat {
+		return fmt.Errorf("format %q, want %s", c.Format, PointerFormat)
+	}
+	if c.System == "" {
+		return fmt.Errorf("system is missing or empty")
+	}
+	for _, p := range []struct{ field, v string }{{"base", c.Base}, {"adapter", c.Adapter}, {"head.file", c.Head.File}} {
+		if p.v == "" && p.field == "adapter" {
+			continue
+		}
+		if p.v == "" {
+			return fmt.Errorf("%s is missing", p.field)
+		}
+		if !fs.ValidPath(p.v) {
+			return fmt.Errorf("%s %q: want a slash-separated path inside the checkpoint directory", p.field, p.v)
+		}
+	}
+	if c.LoRAScale != nil {
+		if c.Adapter == "" {
+			return fmt.Errorf("lora_scale is set but there is no adapter")
+		}
+		if s := *c.LoRAScale; !(s > 0) || math.IsInf(s, 0) {
+			return fmt.Errorf("lora_scale = %v: must be positive and finite", s)
+		}
+	}
+	if c.Head.DP < 1 {
+		return fmt.Errorf("head.dp = %d: must be a positive integer", c.Head.DP)
+	}
+	if T := c.Head.Temperature; !(T > 0) || math.IsInf(T, 0) {
+		return fmt.Errorf("head.temperature = %v: must be positive and finite", T)
+	}
+	return nil
+}
+
+// pointerEngine holds what a pointer/1 engine adds to [Engine].
+type pointerEngine struct {
+	cfg    *PointerConfig
+	wq, wk []float32 // the head's projections, [dp, H] row-major, float32
+	dp     int
+	factor float64 // 1/√dp/temperature
+	row    bool    // Options.RowForm
+
+	// trace, when set (by tests), sees every question's row: the state's
+	// ids, the branch's ids, the decide and option positions in the branch,
+	// and the head's logits.
+	trace func(r *Request, q *Question, state, branch []int32, decide int, opts []int, logits []float32)
+}
+
+// openPointer opens a pointer/1 checkpoint: the tokenizer and weights of the
+// base (with the adapter merged), and the head.
+func openPointer(src ckptSource, cfgData []byte, info Info, opts Options) (_ *Engine, err error) {
+	cfg, err := ParsePointerConfig(cfgData)
+	if err != nil {
+		return nil, err
+	}
+	tokFile := cfg.Base + "/tokenizer.json"
+	data, err := src.read(tokFile)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := tokenizer.FromJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", tokFile, err)
+	}
+	lo := model.LoadOptions{Progress: opts.Progress}
+	if cfg.Adapter != "" {
+		ad, err := src.adapter(cfg.Adapter)
+		if err != nil {
+			return nil, err
+		}
+		defer ad.Close() // the merged weights are copies
+		lo.Adapter, lo.LoRAScale = ad, 1
+		if cfg.LoRAScale != nil {
+			lo.LoRAScale = *cfg.LoRAScale
+		}
+	}
+	m, err := src.load(cfg.Base, lo)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			m.Close()
+		}
+	}()
+	pe := &pointerEngine{cfg: cfg, dp: cfg.Head.DP, factor: 1 / math.Sqrt(float64(cfg.Head.DP)) / cfg.Head.Temperature, row: opts.RowForm}
+	if err := pe.readHead(src, m.Config.Hidden); err != nil {
+		return nil, err
+	}
+	limit := opts.CacheLimit
+	if limit == 0 {
+		limit = DefaultCacheLimit
+	}
+	e := &Engine{ptr: pe, tok: tok, m: m, store: newSnapshotStore(limit), preamble: &snapshot{refs: 1}}
+	pre := pointerPreamble(tok, cfg.System)
+	if len(pre) > 0 {
+		st, err := m.Prefill(context.Background(), nil, pre)
+		if err != nil {
+			return nil, fmt.Errorf("preamble: %w", err)
+		}
+		e.preamble = &snapshot{ids: pre, state: st, bytes: st.Bytes(), refs: 1}
+	}
+	info.Format = PointerFormat
+	info.Backend = m.Backend().Name()
+	info.MaxPositions = m.Config.MaxPositions
+	info.PreambleTokens = len(pre)
+	e.info = info
+	return e, nil
+}
+
+// readHead reads the head's q_proj and k_proj, each [dp, hidden].
+func (pe *pointerEngine) readHead(src ckptSource, hidden int) error {
+	name := pe.cfg.Head.File
+	data, err := src.read(name)
+	if err != nil {
+		return err
+	}
+	f, err := safetensors.Parse(name, data)
+	if err != nil {
+		return err
+	}
+	for _, t := range []struct {
+		key string
+		dst *[]float32
+	}{{"q_proj.weight", &pe.wq}, {"k_proj.weight", &pe.wk}} {
+		info := f.Tensor(t.key)
+		if info == nil {
+			return fmt.Errorf("%s: tensor %s is missing", name, t.key)
+		}
+		if !info.DType.IsFloat() || len(info.Shape) != 2 {
+			return fmt.Errorf("%s: tensor %s is %s %v, want a float matrix [dp, hidden]", name, t.key, info.DType, info.Shape)
+		}
+		if info.Shape[0] != pe.dp {
+			return fmt.Errorf("%s: tensor %s has %d rows, but head.dp is %d", name, t.key, info.Shape[0], pe.dp)
+		}
+		if info.Shape[1] != hidden {
+			return fmt.Errorf("%s: tensor %s is %d wide, which does not match the base's hidden size %d", name, t.key, info.Shape[1], hidden)
+		}
+		*t.dst = info.Weight().Float32s()
+	}
+	return nil
+}
+
+// pointerState returns the text of a request's state: the system turn and
+// the evidence.
+func pointerState(system, evidence string) string {
+	return "<|im_start|>system\n" + system + "<|im_end|>\n<|im_start|>user\nEvidence:\n" + evidence + "\n\n"
+}
+
+// pointerPreamble returns the longest token prefix shared by the states of
+// evidence of every JSON kind. (Each state is still checked before the
+// preamble is used.)
+func pointerPreamble(tok Encoder, system string) []int32 {
+	probes := []string{`{}`, `{"a": 1}`, `[]`, `[1]`, `""`, `"a"`, `" "`, `0`, `-1`, `1.5`, `true`, `false`, `null`}
+	var pre []int32
+	for i, p := range probes {
+		ids := tok.Encode(pointerState(system, p))
+		if i == 0 {
+			pre = ids
+			continue
+		}
+		pre = pre[:commonPrefix(pre, ids)]
+	}
+	return pre[:len(pre):len(pre)]
+}
+
+// pointerBranch returns the token ids of one question's branch, built piece
+// by piece, with the positions the head reads: the last token of each
+// option's piece and the last token of the branch (decide).
+func pointerBranch(tok Encoder, instructions string, opts []Option) (ids []int32, decide int, pos []int) {
+	ids = tok.Encode("Question: " + instructions + "\nOptions:\n")
+	nl := tok.Encode("\n")
+	pos = make([]int, len(opts))
+	for i, o := range opts {
+		ids = append(ids, tok.Encode("- "+o.Label)...)
+		pos[i] = len(ids) - 1
+		ids = append(ids, nl...)
+	}
+	ids = append(ids, tok.Encode("<|im_end|>\n<|im_start|>assistant\n")...)
+	return ids, len(ids) - 1, pos
+}
+
+// pjob is one request on its way through decidePointer.
+type pjob struct {
+	req    *Request
+	err    error
+	state  []int32
+	qs     []*pquestion
+	from   *snapshot    // the state's snapshot the branches start from (nil in the row form)
+	cands  []*candidate // snapshots made before the request that the state used
+	held   []*snapshot  // references to release at the end
+	tokens int
+	left   int // questions not yet answered
+	done   time.Time
+}
+
+// pquestion is one question's branch and, once run, its probabilities.
+type pquestion struct {
+	q      *Question
+	opts   []Option
+	branch []int32
+	decide int
+	pos    []int
+	probs  []float64
+}
+
+// decidePointer is DecideBatch for a pointer/1 engine: each request's state
+// runs once into a prefix state (or comes from the snapshot store), then
+// every question's branch runs as a right-padded row from it, rows of all
+// requests packed into passes of at most MaxPassTokens padded tokens.
+func (e *Engine) decidePointer(ctx context.Context, reqs []*Request) ([]*Response, []error) {
+	start := time.Now()
+	resps := make([]*Response, len(reqs))
+	errs := make([]error, len(reqs))
+	jobs := make([]*pjob, len(reqs))
+	for i, r := range reqs {
+		jobs[i] = e.preparePointer(r)
+	}
+	defer func() {
+		for _, j := range jobs {
+			for _, sn := range j.held {
+				e.store.release(sn)
+			}
+		}
+	}()
+	for _, j := range jobs {
+		if j.err == nil && !e.ptr.row {
+			j.err = e.pointerState(ctx, j)
+		}
+	}
+	if err := e.runBranches(ctx, jobs); err != nil {
+		for _, j := range jobs {
+			if j.err == nil && j.done.IsZero() {
+				j.err = err
+			}
+		}
+	}
+	for i, j := range jobs {
+		if j.err != nil {
+			errs[i] = j.err
+			continue
+		}
+		r := &Response{Tokens: j.tokens, CachedTokens: cachedPositions(j.cands), ElapsedMS: float64(j.done.Sub(start).Microseconds()) / 1000}
+		for _, pq := range j.qs {
+			r.Answers = append(r.Answers, makeAnswer(pq.q, pq.opts, pq.probs))
+		}
+		resps[i] = r
+	}
+	return resps, errs
+}
+
+// preparePointer validates a request, tokenises its state and branches and
+// checks them against the model's limit.
+func (e *Engine) preparePointer(r *Request) *pjob {
+	j := &pjob{req: r}
+	if r == nil {
+		j.err = &RequestError{Message: "no request"}
+		return j
+	}
+	if err := r.Validate(); err != nil {
+		j.err = err
+		return j
+	}
+	ev, err := RenderJSON(&r.Evidence)
+	if err != nil {
+		j.err = err
+		return j
+	}
+	j.state = e.tok.Encode(pointerState(e.ptr.cfg.System, ev))
+	limit := e.info.MaxPositions
+	tooLong, shortest := 0, 0
+	var firstLong *RequestError
+	for i := range r.Questions {
+		q := &r.Questions[i]
+		opts, _ := q.Options() // validated above
+		if len(opts) > MaxPointerOptions {
+			j.err = &RequestError{Question: q.Name, Field: "criteria",
+				Message: fmt.Sprintf("%d options: this model (%s) takes at most %d", len(opts), PointerFormat, MaxPointerOptions)}
+			return j
+		}
+		pq := &pquestion{q: q, opts: opts}
+		pq.branch, pq.decide, pq.pos = pointerBranch(e.tok, q.Instructions, opts)
+		j.qs = append(j.qs, pq)
+		if n := len(j.state) + len(pq.branch); limit > 0 && n > limit {
+			if tooLong == 0 || n < shortest {
+				shortest = n
+			}
+			tooLong++
+			if firstLong == nil {
+				field := "instructions"
+				if q.Type != Noul {
+					field = "criteria"
+				}
+				firstLong = &RequestError{Question: q.Name, Field: field,
+					Message: fmt.Sprintf("its row reaches %d tokens (evidence included); the model takes at most %d", n, limit)}
+			}
+		}
+	}
+	switch {
+	case tooLong > 0 && tooLong == len(r.Questions):
+		j.err = &RequestError{Field: "evidence", Message: fmt.Sprintf("too long: every question's row exceeds the model's limit of %d tokens (the shortest has %d)", limit, shortest)}
+	case firstLong != nil:
+		j.err = firstLong
+	}
+	j.left = len(j.qs)
+	return j
+}
+
+// pointerState makes the snapshot of a job's state that its branches start
+// from: a kept one, or the state run from the longest snapshot that
+// precedes it (the preamble, a kept shorter prefix) and offered to the store.
+func (e *Engine) pointerState(ctx context.Context, j *pjob) error {
+	S := j.state
+	var base *snapshot
+	if len(e.preamble.ids) > 0 && len(e.preamble.ids) < len(S) && isPrefix(e.preamble.ids, S) {
+		base = e.preamble
+	}
+	if hit := e.store.lookup(S, len(S)); hit != nil {
+		j.held = append(j.held, hit)
+		if base == nil || len(hit.ids) > len(base.ids) {
+			base = hit
+		}
+	}
+	if base != nil {
+		j.cands = append(j.cands, &candidate{sn: base, pre: true, used: true})
+		if len(base.ids) == len(S) {
+			j.from = base
+			return nil
+		}
+	}
+	var baseState *model.State
+	baseLen := 0
+	if base != nil {
+		baseState, baseLen = base.state, len(base.ids)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	st, err := e.m.Prefill(ctx, baseState, S[baseLen:])
+	if err != nil {
+		return fmt.Errorf("run the state: %w", err)
+	}
+	j.tokens += len(S) - baseLen
+	sn := newLocal(append([]int32(nil), S...), st)
+	j.held = append(j.held, sn)
+	e.store.keep(sn)
+	j.from = sn
+	return nil
+}
+
+// ptask is one branch row to run.
+type ptask struct {
+	j   *pjob
+	pq  *pquestion
+	row model.Row
+}
+
+// runBranches runs every question's row, longest first, in passes of at
+// most MaxPassTokens padded tokens, and reads the head out.
+func (e *Engine) runBranches(ctx context.Context, jobs []*pjob) error {
+	var tasks []ptask
+	for _, j := range jobs {
+		if j.err != nil {
+			continue
+		}
+		for _, pq := range j.qs {
+			t := ptask{j: j, pq: pq}
+			gather := append(append(make([]int, 0, len(pq.pos)+1), pq.pos...), pq.decide)
+			if j.from != nil {
+				t.row = model.Row{Prefix: j.from.state, IDs: pq.branch, Gather: gather}
+			} else { // the row form: the state recomputed in the row
+				ids := append(append(make([]int32, 0, len(j.state)+len(pq.branch)), j.state...), pq.branch...)
+				for i := range gather {
+					gather[i] += len(j.state)
+				}
+				t.row = model.Row{IDs: ids, Gather: gather}
+			}
+			tasks = append(tasks, t)
+		}
+	}
+	sort.SliceStable(tasks, func(a, b int) bool { return len(tasks[a].row.IDs) > len(tasks[b].row.IDs) })
+	H := e.m.Config.Hidden
+	for i := 0; i < len(tasks); {
+		n := 1
+		for i+n < len(tasks) && (n+1)*len(tasks[i].row.IDs) <= MaxPassTokens {
+			n++
+		}
+		pass := tasks[i : i+n]
+		i += n
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rows := make([]model.Row, len(pass))
+		for k, t := range pass {
+			rows[k] = t.row
+		}
+		out, err := e.m.Forward(ctx, rows, nil)
+		if err != nil {
+			return err
+		}
+		for k, t := range pass {
+			pq := t.pq
+			z := e.ptr.logits(out[k], len(pq.pos), H)
+			if e.ptr.trace != nil {
+				e.ptr.trace(t.j.req, pq.q, t.j.state, pq.branch, pq.decide, pq.pos, z)
+			}
+			pq.probs = softmaxT(z, 1)
+			t.j.tokens += len(t.row.IDs)
+			t.j.left--
+			if t.j.left == 0 {
+				t.j.done = time.Now()
+			}
+		}
+	}
+	return nil
+}
+
+// logits applies the head to a row's gathered hidden states (n options,
+// then decide, each H wide): logit_i = (Wq·h_decide)·(Wk·h_i)/√dp/T, in
+// float32 inputs with float64 sums.
+func (pe *pointerEngine) logits(h []float32, n, H int) []float32 {
+	proj := func(w, x []float32, dst []float64) {
+		for d := range pe.dp {
+			row := w[d*H : (d+1)*H]
+			var s float64
+			for c, v := range row {
+				s += float64(v) * float64(x[c])
+			}
+			dst[d] = s
+		}
+	}
+	q := make([]float64, pe.dp)
+	k := make([]float64, pe.dp)
+	proj(pe.wq, h[n*H:(n+1)*H], q)
+	z := make([]float32, n)
+	for i := range n {
+		proj(pe.wk, h[i*H:(i+1)*H], k)
+		var s float64
+		for d, v := range q {
+			s += v * k[d]
+		}
+		z[i] = float32(s * pe.factor)
+	}
+	return z
+}
+
+// IsCheckpoint reports whether dir holds a decision checkpoint of either
+// family: a decision_config.json with the model's config.json beside it
+// (jevfmt/1) or in its base directory (pointer/1).
+func IsCheckpoint(dir string) bool {
+	data, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	if err != nil {
+		return false
+	}
+	base := "."
+	if configFormat(data) == PointerFormat {
+		c, err := ParsePointerConfig(data)
+		if err != nil {
+			return false
+		}
+		base = c.Base
+	}
+	fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(base), "config.json"))
+	return err == nil && fi.Mode().IsRegular()
+}
