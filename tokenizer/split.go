@@ -15,6 +15,8 @@ const (
 	qwen2Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	// qwen35Pattern is the Qwen3.5 one: marks (\p{M}) count as letters.
 	qwen35Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// llama3Pattern is the Llama 3 one: numbers in runs of up to three.
+	llama3Pattern = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	// gpt2Pattern is the split applied by a ByteLevel pre-tokenizer with
 	// use_regex set.
 	gpt2Pattern = `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
@@ -35,9 +37,11 @@ func newMatcher(pattern string, literal bool) (matcher, error) {
 	if !literal {
 		switch pattern {
 		case qwen2Pattern:
-			return &qwenMatcher{cls: newClasses()}, nil
+			return &qwenMatcher{cls: newClasses(), digits: 1}, nil
 		case qwen35Pattern:
-			return &qwenMatcher{cls: newClasses(), marks: true}, nil
+			return &qwenMatcher{cls: newClasses(), marks: true, digits: 1}, nil
+		case llama3Pattern:
+			return &qwenMatcher{cls: newClasses(), digits: 3}, nil
 		case gpt2Pattern:
 			return &gpt2Matcher{cls: newClasses()}, nil
 		}
@@ -69,12 +73,13 @@ func (m regexMatcher) matches(s string, dst [][2]int) [][2]int {
 	return dst
 }
 
-// qwenMatcher is the Qwen2/3 split pattern (and with marks set, the Qwen3.5
-// one) written out by hand. Alternatives are tried in order at each position
+// qwenMatcher is the Qwen2/3 split pattern (with marks set, the Qwen3.5
+// one; with digits 3, the Llama 3 one) written out by hand. Alternatives are tried in order at each position
 // with the same backtracking outcome as the regex; see next.
 type qwenMatcher struct {
-	cls   classes
-	marks bool // Qwen3.5: \p{M} joins \p{L} in the letter run and leaves the punctuation class
+	cls    classes
+	marks  bool // Qwen3.5: \p{M} joins \p{L} in the letter run and leaves the punctuation class
+	digits int  // the most numbers in one match: 1 (Qwen), 3 (Llama 3)
 }
 
 func (m *qwenMatcher) matches(s string, dst [][2]int) [][2]int {
@@ -117,9 +122,17 @@ func (m *qwenMatcher) next(s string, i int) int {
 		return m.run(s, i, body)
 	}
 
-	// \p{N}
+	// \p{N} (Llama 3: \p{N}{1,3})
 	if c0&clsNumber != 0 {
-		return i + w0
+		e := i + w0
+		for k := 1; k < m.digits && e < len(s); k++ {
+			c, w := m.cls.at(s, e)
+			if c&clsNumber == 0 {
+				break
+			}
+			e += w
+		}
+		return e
 	}
 
 	// ` ?[^\s\p{L}\p{N}]+[\r\n]*` (Qwen3.5 also leaves out \p{M})

@@ -14,7 +14,7 @@ import (
 func randomText(r *rand.Rand, n int) string {
 	alpha := []string{"a", "Z", "é", "e\u0301", "\u0301", "\u094d", "क", "ß", "'", "'s", "'T", "'re", "'Ve", "'LL", "'m", "'D", "'x",
 		" ", " ", "  ", "\t", "\n", "\r", "\r\n", "\u00a0", "\u2003", "\u3000", "\u2028", "\u0085", "\v", "\f", "\u200b", "\ufeff",
-		"1", "٣", "½", "Ⅻ", ".", ",", "!", "-", "_", "(", "\"", "<", "|", "你", "好", "カ", "한", "я", "😀", "👍🏽"}
+		"1", "42", "1234567", "٣", "½", "Ⅻ", ".", ",", "!", "-", "_", "(", "\"", "<", "|", "你", "好", "カ", "한", "я", "😀", "👍🏽"}
 	var b strings.Builder
 	for range n {
 		b.WriteString(alpha[r.IntN(len(alpha))])
@@ -38,7 +38,7 @@ func TestHandMatchersAgainstRegexp2(t *testing.T) {
 	for range 3000 {
 		texts = append(texts, randomText(r, 1+r.IntN(30)))
 	}
-	for _, pat := range []string{qwen2Pattern, qwen35Pattern, gpt2Pattern} {
+	for _, pat := range []string{qwen2Pattern, qwen35Pattern, llama3Pattern, gpt2Pattern} {
 		hand, err := newMatcher(pat, false)
 		if err != nil {
 			t.Fatal(err)
@@ -90,7 +90,7 @@ func TestUnicode16(t *testing.T) {
 			t.Errorf("U+%04X: class %b, want %b", tt.r, got, tt.want)
 		}
 	}
-	m := &qwenMatcher{cls: c}
+	m := &qwenMatcher{cls: c, digits: 1}
 	if got := m.matches("\U0002EBF0'db", nil); !slices.Equal(got, [][2]int{{0, 4}, {4, 6}, {6, 7}}) {
 		t.Errorf("split %v", got)
 	}
@@ -99,7 +99,7 @@ func TestUnicode16(t *testing.T) {
 // TestContractionLongS: Oniguruma's Unicode case folding lets "'ſ" match
 // "'s" (seen in Hugging Face tokenizers 0.23.2 output: "'ſ" is one piece).
 func TestContractionLongS(t *testing.T) {
-	m := &qwenMatcher{cls: newClasses()}
+	m := &qwenMatcher{cls: newClasses(), digits: 1}
 	got := m.matches("'ſa'Sb", nil)
 	want := [][2]int{{0, 3}, {3, 4}, {4, 6}, {6, 7}}
 	if !slices.Equal(got, want) {
