@@ -4,9 +4,9 @@
 //
 // What is supported: a BPE model (merges as "a b" strings or ["a", "b"]
 // pairs), the NFC/NFD/NFKC/NFKD normalizers (alone or in a Sequence),
-// Split pre-tokenizers with any behavior (the Qwen2/3 and Qwen3.5 patterns,
-// and GPT-2's for a ByteLevel pre-tokenizer with use_regex, run through
-// hand-written matchers; any other pattern through regexp2) followed by a
+// Split pre-tokenizers with any behavior (the Qwen2/3, Qwen3.5 and Llama 3
+// patterns, and GPT-2's for a ByteLevel pre-tokenizer with use_regex, run
+// through hand-written matchers; any other pattern through regexp2) followed by a
 // ByteLevel pre-tokenizer, the ByteLevel decoder, and added tokens (special or
 // not, normalized or not, single_word, lstrip, rstrip) matched before BPE.
 // Anything else is refused when the file is loaded. Truncation and padding
