@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+
+	"github.com/startlux/startlux/decide"
 )
 
 // DemoName is the name under which the embedded demo checkpoint is listed
@@ -49,16 +51,9 @@ type ModelEntry struct {
 }
 
 // IsCheckpoint reports whether dir holds a decision checkpoint: a
-// decision_config.json next to a config.json.
-func IsCheckpoint(dir string) bool {
-	for _, f := range []string{"decision_config.json", "config.json"} {
-		fi, err := os.Stat(filepath.Join(dir, f))
-		if err != nil || !fi.Mode().IsRegular() {
-			return false
-		}
-	}
-	return true
-}
+// decision_config.json next to a config.json (jevfmt/1), or naming a base
+// directory that holds one (pointer/1).
+func IsCheckpoint(dir string) bool { return decide.IsCheckpoint(dir) }
 
 // ListModels returns the embedded demo followed by the checkpoints found
 // directly inside dir, by name. A missing dir lists just the demo.
