@@ -187,7 +187,10 @@ void run_one(Group* g, uint32_t tid) {
   if (ok) {
     g->exited++;
     g->sg_exited[c.sg]++;
-    check_stuck(g);
+    if (g->sg_arrived[c.sg] > 0)
+      fail_locked(g, "SIMD-group operation reached by only some lanes (the others returned)");
+    else
+      check_stuck(g);
   }
   if (++g->done == g->n) g->done_cv.notify_all();
 }
