@@ -81,6 +81,8 @@ type Backend struct {
 	err error
 }
 
+var _ tensor.Backend = (*Backend)(nil)
+
 // tens is a Backend tensor: a float32 buffer.
 type tens struct {
 	buf buffer

@@ -2,6 +2,7 @@ package metal
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -51,6 +52,17 @@ kernel void t_matrix(device float* c [[buffer(0)]], device const float* a [[buff
 kernel void t_diagonal(device float* c [[buffer(0)]]) {
   simdgroup_float8x8 m = simdgroup_float8x8(3.0f);
   simdgroup_store(m, c, 8);
+}
+
+kernel void t_exchanges(device float* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+  float v = float(tid);
+  for (uint i = 0; i < 100; i++) v = simd_sum(v) * 1e-3f;
+  out[tid] = v;
+}
+
+kernel void t_barriers(device float* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
+  for (uint i = 0; i < 100; i++) threadgroup_barrier(mem_flags::mem_threadgroup);
+  out[tid] = 1.0f;
 }
 
 kernel void t_diverge(device float* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
@@ -219,6 +231,29 @@ func TestEmuDivergence(t *testing.T) {
 		be.run("t_simd", [3]int{1, 1, 1}, [3]int{32, 1, 1}, arg(0, be.Alloc(5*32), 0))
 		if err := be.Sync(context.Background()); err != nil {
 			t.Errorf("after %s: %v", c.kernel, err)
+		}
+	}
+}
+
+// BenchmarkEmuExchange measures the emulator's cost of one SIMD-group
+// exchange (simd_sum) and one threadgroup barrier, per thread.
+func BenchmarkEmuExchange(b *testing.B) {
+	be, err := newEmulated(context.Background(), Options{}, emuTestKernels)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, k := range []string{"t_exchanges", "t_barriers"} {
+		for _, n := range []int{32, 128} {
+			b.Run(fmt.Sprintf("%s/%d", k, n), func(b *testing.B) {
+				out := be.Alloc(n)
+				for range b.N {
+					be.run(k, [3]int{1, 1, 1}, [3]int{n, 1, 1}, arg(0, out, 0))
+					if err := be.Sync(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*100*n), "ns/thread-sync")
+			})
 		}
 	}
 }
