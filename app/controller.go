@@ -59,14 +59,18 @@ type Controller struct {
 	opts   Options
 	wake   chan struct{}
 
-	mu         sync.Mutex // guards the fields below
-	startedAt  time.Time  // when a start began; zero when none is under way
-	switching  string
-	notice     string
-	menu       Menu
-	state      MenuState
-	listeners  []func(Menu)
-	havePolled bool
+	// notifyMu serialises calls to listeners, so each sees menus in order.
+	notifyMu  sync.Mutex
+	sent      Menu // the menu last given to the listeners (under notifyMu)
+	sentValid bool
+
+	mu        sync.Mutex // guards the fields below
+	startedAt time.Time  // when a start began; zero when none is under way
+	switching string
+	notice    string
+	menu      Menu
+	state     MenuState
+	listeners []func(Menu)
 }
 
 // New returns a controller over a daemon and a system.
@@ -85,12 +89,36 @@ func New(d Daemon, sys System, opts Options) *Controller {
 	return c
 }
 
-// OnChange registers f to be called with every new menu (from the polling
-// goroutine; views hop to their UI thread themselves).
+// OnChange registers f and calls it at once with the current menu, then
+// again whenever the menu changes — always with the latest menu and never
+// two calls at once, so a view that shows what it is given is never left
+// behind. Calls come from whichever goroutine polled; views hop to their UI
+// thread themselves. f must not call OnChange.
 func (c *Controller) OnChange(f func(Menu)) {
+	c.notifyMu.Lock()
+	defer c.notifyMu.Unlock()
 	c.mu.Lock()
 	c.listeners = append(c.listeners, f)
+	m := c.menu
 	c.mu.Unlock()
+	f(m)
+}
+
+// notify gives the latest menu to the listeners if they have not had it.
+func (c *Controller) notify() {
+	c.notifyMu.Lock()
+	defer c.notifyMu.Unlock()
+	c.mu.Lock()
+	m := c.menu
+	listeners := append([]func(Menu){}, c.listeners...)
+	c.mu.Unlock()
+	if c.sentValid && reflect.DeepEqual(m, c.sent) {
+		return
+	}
+	c.sent, c.sentValid = m, true
+	for _, f := range listeners {
+		f(m)
+	}
 }
 
 // Menu returns the current menu.
@@ -138,15 +166,9 @@ func (c *Controller) Poll(ctx context.Context) Menu {
 	s.Switching = c.switching
 	s.Notice = c.notice
 	menu := BuildMenu(s)
-	changed := !c.havePolled || !reflect.DeepEqual(menu, c.menu)
-	c.menu, c.state, c.havePolled = menu, s, true
-	listeners := append([]func(Menu){}, c.listeners...)
+	c.menu, c.state = menu, s
 	c.mu.Unlock()
-	if changed {
-		for _, f := range listeners {
-			f(menu)
-		}
-	}
+	c.notify()
 	return menu
 }
 

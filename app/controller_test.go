@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -114,13 +115,16 @@ func TestControllerActions(t *testing.T) {
 	var seen []Menu
 	c.OnChange(func(m Menu) { seen = append(seen, m) })
 
+	if len(seen) != 1 || !strings.Contains(seen[0].Text(), "Daemon starting") {
+		t.Fatalf("OnChange did not get the current menu at once: %v", seen)
+	}
 	m := c.Poll(ctx)
 	if it, ok := m.Find(UseAction("other")); !ok || !it.Enabled {
 		t.Fatalf("switch item for other: %+v %v", it, ok)
 	}
 	c.Poll(ctx)
-	if len(seen) != 1 {
-		t.Errorf("an unchanged menu was sent %d times", len(seen))
+	if len(seen) != 2 || !reflect.DeepEqual(seen[1], m) {
+		t.Errorf("after two identical polls the listener got %d menus, want the polled one once", len(seen)-1)
 	}
 
 	// Switching: while the load runs, the menu says so and disables the

@@ -23,8 +23,7 @@ func RunTray(ctx context.Context, ctrl *Controller) error {
 	onReady := func() {
 		systray.SetIcon(png)
 		systray.SetTitle("StartLux")
-		ctrl.OnChange(v.render)
-		v.render(ctrl.Menu())
+		ctrl.OnChange(v.render) // renders the current menu at once
 	}
 	go func() {
 		<-ctx.Done()
