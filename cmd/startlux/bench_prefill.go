@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -123,6 +124,7 @@ func (b *prefillBench) run(ctx context.Context, dir string, bits int) (*prefillR
 	}
 	fmt.Fprintf(b.env.stderr, "wrote a Qwen3.5-0.8B-shaped %s checkpoint (%.2f GB, %.1fM non-embedding parameters) in %.1fs\n",
 		kind, float64(st.Size())/1e9, float64(params)/1e6, time.Since(t0).Seconds())
+	debug.FreeOSMemory() // what an earlier run left on the heap must not count against this one
 	resetPeakRSS()
 	m, err := model.Load(dir, b.be, model.LoadOptions{})
 	if err != nil {
