@@ -44,15 +44,17 @@ type Executable struct {
 	Identifier string // code-signing identifier
 }
 
-// Executables are the bundle's programs: the app (CFBundleExecutable) and
-// the daemon its LaunchAgent runs.
-var Executables = []Executable{
-	{Dir: "MacOS", Name: AppExecutable, Package: "./cmd/startlux-app", Identifier: BundleID},
-	{Dir: "Helpers", Name: DaemonExecutable, Package: "./cmd/startlux", Identifier: "dev.startlux.startlux"},
+// Executables returns the bundle's programs: the app (CFBundleExecutable)
+// and the daemon its LaunchAgent runs.
+func Executables() []Executable {
+	return []Executable{
+		{Dir: "MacOS", Name: AppExecutable, Package: "./cmd/startlux-app", Identifier: BundleID},
+		{Dir: "Helpers", Name: DaemonExecutable, Package: "./cmd/startlux", Identifier: "dev.startlux.startlux"},
+	}
 }
 
-// Arches are the Go architectures each executable is built for.
-var Arches = []string{"arm64", "amd64"}
+// Arches returns the Go architectures each executable is built for.
+func Arches() []string { return []string{"arm64", "amd64"} }
 
 // Signing says how executables are signed.
 type Signing int
@@ -126,8 +128,8 @@ func Build(ctx context.Context, cfg Config) (string, error) {
 		return "", err
 	}
 	if cfg.Signing != SignNone {
-		for _, e := range Executables {
-			for _, arch := range Arches {
+		for _, e := range Executables() {
+			for _, arch := range Arches() {
 				if err := quillSign(ctx, cfg, thin[e.Name][arch], e.Identifier); err != nil {
 					return "", err
 				}
@@ -145,9 +147,9 @@ func Build(ctx context.Context, cfg Config) (string, error) {
 		"PkgInfo":    []byte("APPL????"),
 		filepath.Join("Library/LaunchAgents", AgentPlist): agent,
 	}
-	for _, e := range Executables {
+	for _, e := range Executables() {
 		var slices [][]byte
-		for _, arch := range Arches {
+		for _, arch := range Arches() {
 			b, err := os.ReadFile(thin[e.Name][arch])
 			if err != nil {
 				return "", fmt.Errorf("bundle: %w", err)
@@ -176,7 +178,7 @@ func Build(ctx context.Context, cfg Config) (string, error) {
 		return "", err
 	}
 	executable := map[string]bool{}
-	for _, e := range Executables {
+	for _, e := range Executables() {
 		executable[filepath.Join(e.Dir, e.Name)] = true
 	}
 	for name, data := range files {
@@ -217,13 +219,13 @@ func checkCaseClash(files map[string][]byte) error {
 // per architecture) and returns the paths by name and architecture.
 func crossCompile(ctx context.Context, cfg Config, work string) (map[string]map[string]string, error) {
 	out := map[string]map[string]string{}
-	for _, arch := range Arches {
+	for _, arch := range Arches() {
 		dir := filepath.Join(work, arch)
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, fmt.Errorf("bundle: %w", err)
 		}
 		args := []string{"build", "-trimpath", "-ldflags=-s -w", "-o", dir + string(filepath.Separator)}
-		for _, e := range Executables {
+		for _, e := range Executables() {
 			args = append(args, e.Package)
 		}
 		cmd := exec.CommandContext(ctx, "go", args...)
@@ -232,7 +234,7 @@ func crossCompile(ctx context.Context, cfg Config, work string) (map[string]map[
 		if err := run(cmd, cfg.Log); err != nil {
 			return nil, fmt.Errorf("bundle: build darwin/%s: %w", arch, err)
 		}
-		for _, e := range Executables {
+		for _, e := range Executables() {
 			if out[e.Name] == nil {
 				out[e.Name] = map[string]string{}
 			}

@@ -357,7 +357,7 @@ func checkICNS(t *testing.T, data []byte) {
 		t.Fatalf("icns header %q %d, file is %d bytes", data[:4], binary.BigEndian.Uint32(data[4:]), len(data))
 	}
 	want := map[string]int{}
-	for _, e := range IconEntries {
+	for _, e := range IconEntries() {
 		want[e.Type] = e.Size
 	}
 	for off := 8; off < len(data); {

@@ -16,19 +16,21 @@ type IconEntry struct {
 	Size int
 }
 
-// IconEntries are the PNG-encoded entry types an app icon carries, from
+// IconEntries returns the PNG-encoded entry types an app icon carries, from
 // 16×16 to 1024×1024 (512pt @2x). Each type has one fixed pixel size.
-var IconEntries = []IconEntry{
-	{"icp4", 16},
-	{"icp5", 32},
-	{"ic11", 32}, // 16pt @2x
-	{"ic12", 64}, // 32pt @2x
-	{"ic07", 128},
-	{"ic13", 256}, // 128pt @2x
-	{"ic08", 256},
-	{"ic14", 512}, // 256pt @2x
-	{"ic09", 512},
-	{"ic10", 1024}, // 512pt @2x
+func IconEntries() []IconEntry {
+	return []IconEntry{
+		{"icp4", 16},
+		{"icp5", 32},
+		{"ic11", 32}, // 16pt @2x
+		{"ic12", 64}, // 32pt @2x
+		{"ic07", 128},
+		{"ic13", 256}, // 128pt @2x
+		{"ic08", 256},
+		{"ic14", 512}, // 256pt @2x
+		{"ic09", 512},
+		{"ic10", 1024}, // 512pt @2x
+	}
 }
 
 // ICNS writes an Apple icon container: the magic "icns" and the total
@@ -36,7 +38,7 @@ var IconEntries = []IconEntry{
 // header, PNG data). pngBySize maps a pixel size to the PNG drawn at it.
 func ICNS(pngBySize map[int][]byte) ([]byte, error) {
 	var body bytes.Buffer
-	for _, e := range IconEntries {
+	for _, e := range IconEntries() {
 		data, ok := pngBySize[e.Size]
 		if !ok {
 			return nil, fmt.Errorf("icns: no %d×%d image for entry %s", e.Size, e.Size, e.Type)
@@ -64,7 +66,7 @@ func ICNS(pngBySize map[int][]byte) ([]byte, error) {
 // packs it.
 func AppIconICNS() ([]byte, error) {
 	bySize := map[int][]byte{}
-	for _, e := range IconEntries {
+	for _, e := range IconEntries() {
 		if _, ok := bySize[e.Size]; ok {
 			continue
 		}

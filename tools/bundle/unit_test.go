@@ -90,7 +90,7 @@ func TestUniversalErrors(t *testing.T) {
 
 func TestICNSRejectsWrongSize(t *testing.T) {
 	bySize := map[int][]byte{}
-	for _, e := range IconEntries {
+	for _, e := range IconEntries() {
 		b, err := icon.PNG(icon.App(e.Size))
 		if err != nil {
 			t.Fatal(err)
