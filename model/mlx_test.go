@@ -1,6 +1,7 @@
 package model
 
 import (
+	"context"
 	"testing"
 
 	"github.com/startlux/startlux/tensor"
@@ -35,6 +36,16 @@ func TestMLXQuantised(t *testing.T) {
 				out := forwardLogits(t, m, g.ids)
 				if r := maxRel(out, g.logits, m.Config.Vocab); r > 1e-4 {
 					t.Errorf("%s: logits_last: relative error %.2e", g.name, r)
+				}
+				// The letter readout: a few quantised head rows alone.
+				pick := []int{4095, 0, 1234}
+				part, err := m.Forward(context.Background(), []Row{{IDs: g.ids, Gather: []int{len(g.ids) - 1}}}, m.HeadRows(pick))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := []float32{out[4095], out[0], out[1234]}
+				if r := maxRel(part[0], want, len(want)); r > 1e-5 {
+					t.Errorf("%s: head rows %v give %v, full head %v", g.name, pick, part[0], want)
 				}
 			}
 		})
