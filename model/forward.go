@@ -147,11 +147,30 @@ func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, keep 
 	nh, nkv, hd := c.Heads, c.KVHeads, c.HeadDim
 	dkey, dval := c.NK*c.DK, c.NV*c.DV
 	dconv := 2*dkey + dval
-	var qg, q, gate, k, v, att tensor.Tensor
-	var mixed, conv, z, aa, bb, o tensor.Tensor
+	I := c.Intermediate
+	// Four large per-token buffers are shared by the roles that never live
+	// at the same time: the attention mixer's, the DeltaNet mixer's and the
+	// MLP's (only those kinds the model has count towards their sizes).
+	var sizes [4]int
+	grow := func(vals ...int) {
+		for j, v := range vals {
+			sizes[j] = max(sizes[j], v)
+		}
+	}
+	grow(I, I)
+	for _, l := range m.layers {
+		if l.linear {
+			grow(dconv, dconv, dval, dval)
+		} else {
+			grow(2*nh*hd, nh*hd, nh*hd, nh*hd)
+		}
+	}
+	slotA, slotB, slotC, slotD := sc.alloc(N*sizes[0]), sc.alloc(N*sizes[1]), sc.alloc(N*sizes[2]), sc.alloc(N*sizes[3])
+	qg, q, gate, att := slotA, slotB, slotC, slotD
+	mixed, conv, z, o := slotA, slotB, slotC, slotD
+	g, u := slotA, slotB
+	var k, v, aa, bb tensor.Tensor
 	var recs []tensor.Tensor // per-row recurrent scratch (reused across layers unless keep)
-	g := sc.alloc(N * c.Intermediate)
-	u := sc.alloc(N * c.Intermediate)
 
 	// Forward only needs the gathered rows after the last mixer (tests that
 	// watch every layer's output keep the full path).
@@ -189,9 +208,8 @@ func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, keep 
 		l := &m.layers[i]
 		be.RMSNorm(x, h, l.inNorm, N, H, c.Eps, m.normShift)
 		if !l.linear {
-			if qg == nil {
-				qg, q, gate = sc.alloc(N*2*nh*hd), sc.alloc(N*nh*hd), sc.alloc(N*nh*hd)
-				k, v, att = sc.alloc(N*nkv*hd), sc.alloc(N*nkv*hd), sc.alloc(N*nh*hd)
+			if k == nil {
+				k, v = sc.alloc(N*nkv*hd), sc.alloc(N*nkv*hd)
 			}
 			// q_proj rows are per head [query | gate] (qwen35.md §2.1, §7.8).
 			be.MatMul(qg, x, l.q, N)
@@ -223,9 +241,7 @@ func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, keep 
 				m.keepKV(&st.layers[i], rows[0], i, k, v, T*nkv*hd)
 			}
 		} else {
-			if mixed == nil {
-				mixed, conv = sc.alloc(N*dconv), sc.alloc(N*dconv)
-				z, o = sc.alloc(N*dval), sc.alloc(N*dval)
+			if aa == nil {
 				aa, bb = sc.alloc(N*c.NV), sc.alloc(N*c.NV)
 			}
 			be.MatMul(mixed, x, l.qkv, N)
@@ -286,7 +302,7 @@ func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, keep 
 		be.RMSNorm(x, h, l.postNorm, N, H, c.Eps, m.normShift)
 		be.MatMul(g, x, l.gate, N)
 		be.MatMul(u, x, l.up, N)
-		be.SwiGLU(g, g, u, N*c.Intermediate)
+		be.SwiGLU(g, g, u, N*I)
 		be.MatMul(y, g, l.down, N)
 		be.Add(h, y, N*H)
 		if m.layerHook != nil {
