@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/startlux/startlux/app/icon"
 )
@@ -96,6 +97,7 @@ func Build(ctx context.Context, cfg Config) (string, error) {
 	if cfg.Log == nil {
 		cfg.Log = io.Discard
 	}
+	cfg.Log = &lockedWriter{w: cfg.Log} // commands run in parallel
 	root, err := filepath.Abs(cfg.ModuleRoot)
 	if err != nil {
 		return "", fmt.Errorf("bundle: module root: %w", err)
@@ -128,12 +130,24 @@ func Build(ctx context.Context, cfg Config) (string, error) {
 		return "", err
 	}
 	if cfg.Signing != SignNone {
+		// The slices are independent: sign them at once.
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var errs []error
 		for _, e := range Executables() {
 			for _, arch := range Arches() {
-				if err := quillSign(ctx, cfg, thin[e.Name][arch], e.Identifier); err != nil {
-					return "", err
-				}
+				wg.Go(func() {
+					if err := quillSign(ctx, cfg, thin[e.Name][arch], e.Identifier); err != nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+					}
+				})
 			}
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return "", err
 		}
 	}
 
@@ -266,6 +280,18 @@ func quillSign(ctx context.Context, cfg Config, path, identifier string) error {
 		return fmt.Errorf("bundle: sign %s: %w", filepath.Base(path), err)
 	}
 	return nil
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // run runs cmd, copying its output to log and into the error on failure.
