@@ -38,6 +38,7 @@ func benchServe(ctx context.Context, env *cmdEnv, args []string) error {
 	modelDir := fs.String("model", "", "checkpoint `DIR` (default: the embedded demo model)")
 	n := fs.Int("requests", 300, "requests per measurement")
 	clients := fs.Int("clients", 16, "concurrent clients of the many-clients measurement")
+	maxBatch := fs.Int("max-batch", 0, "the daemon's --max-batch (0: its default)")
 	rounds := fs.Int("rounds", 3, "rounds of measurement (medians are shown); in-process and one-client calls alternate request by request")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -59,7 +60,7 @@ func benchServe(ctx context.Context, env *cmdEnv, args []string) error {
 	ran := make(chan error, 1)
 	go func() {
 		ran <- daemon.Run(dctx, daemon.RunOptions{Socket: sock, Daemon: daemon.Options{
-			Load: daemon.DecideLoader(daemon.LoaderOptions{}), Model: *modelDir, ModelsDir: tmp,
+			Load: daemon.DecideLoader(daemon.LoaderOptions{}), Model: *modelDir, ModelsDir: tmp, MaxBatch: *maxBatch,
 		}, Listening: func(string) { close(listening) }})
 	}()
 	select {
@@ -152,8 +153,12 @@ func benchServe(ctx context.Context, env *cmdEnv, args []string) error {
 	if *modelDir != "" {
 		model = *modelDir
 	}
-	fmt.Fprintf(env.stdout, "bench serve: %s, %d request shapes, %d requests per measurement, median of %d rounds\n",
-		model, len(reqs), *n, *rounds)
+	batching := "default"
+	if *maxBatch > 0 {
+		batching = fmt.Sprint(*maxBatch)
+	}
+	fmt.Fprintf(env.stdout, "bench serve: %s, %d request shapes, %d requests per measurement, median of %d rounds, max batch %s\n",
+		model, len(reqs), *n, *rounds, batching)
 	fmt.Fprintf(env.stdout, "  %-22s %10s %10s %10s %10s\n", "", "req/s", "mean ms", "p50 ms", "p99 ms")
 	for _, row := range []struct {
 		name string

@@ -28,6 +28,7 @@ func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 	model := fs.String("model", "", "checkpoint `DIR` or a name in the models folder (default: the embedded demo model)")
 	socket := fs.String("socket", "", "socket `PATH` (default: "+ipc.DefaultSocketPath()+")")
 	cacheLimit := fs.Int64("cache-limit", 0, "`BYTES` of prefix snapshots kept (0: the engine's default, -1: none)")
+	maxBatch := fs.Int("max-batch", 0, "most requests answered in one engine call (0: 64); 1 turns batching across clients off")
 	backend := backendFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -57,6 +58,7 @@ func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 			}),
 			Model:     dir,
 			ModelsDir: modelsDir,
+			MaxBatch:  *maxBatch,
 			Progress:  pr.show,
 			Logger:    logger,
 		},
