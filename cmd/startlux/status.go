@@ -49,7 +49,11 @@ func printStatus(w io.Writer, st *daemon.Status) {
 		fmt.Fprintf(w, "error:     %s\n", st.Error)
 	}
 	if st.Model.Name != "" {
-		fmt.Fprintf(w, "model:     %s (%s)\n", st.Model.Name, st.Model.Path)
+		if st.Model.Path == "" || st.Model.Path == st.Model.Name {
+			fmt.Fprintf(w, "model:     %s\n", st.Model.Name)
+		} else {
+			fmt.Fprintf(w, "model:     %s (%s)\n", st.Model.Name, st.Model.Path)
+		}
 		fmt.Fprintf(w, "backend:   %s, int8 matmuls %v\n", st.Model.Backend, st.Model.Int8)
 	}
 	if p := st.Progress; p != nil {
