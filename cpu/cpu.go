@@ -60,6 +60,9 @@ type Backend struct {
 
 var _ tensor.Backend = (*Backend)(nil)
 
+// maxBLASCallers bounds the workers of a backend that calls a system BLAS.
+const maxBLASCallers = 64
+
 // New returns a CPU backend. It loads the system BLAS unless opts.NoBLAS is
 // set; failing to find one is not an error (the backend then names itself
 // "cpu-go").
@@ -75,6 +78,10 @@ func New(opts Options) (*Backend, error) {
 		b.blas = systemBLAS()
 	}
 	if b.blas != nil {
+		// Each worker makes its own BLAS calls; OpenBLAS builds serve a
+		// bounded number of concurrent callers (2 × its MAX_THREADS, 64 in
+		// common builds), beyond which it aborts.
+		b.threads = min(b.threads, maxBLASCallers)
 		b.name = "cpu (" + b.blas.name + ")"
 	} else {
 		b.name = "cpu-go"
