@@ -14,7 +14,8 @@ import (
 // decideCases are the decide-demo.json cases run through the emulated
 // backend: case 0 asks a noul, a score and a second noul question. Each
 // request takes over a minute in the emulator; the decide package's own
-// tests run all 42 on the CPU backend.
+// tests run all 42 on the CPU backend. STARTLUX_METAL_FULL=1 runs all 42
+// here too.
 var decideCases = []int{0}
 
 // TestDecideDemo runs whole decisions of the embedded demo checkpoint on the
@@ -48,7 +49,14 @@ func TestDecideDemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	for _, ci := range decideCases {
+	cases := decideCases
+	if os.Getenv("STARTLUX_METAL_FULL") != "" {
+		cases = nil
+		for i := range file.Cases {
+			cases = append(cases, i)
+		}
+	}
+	for _, ci := range cases {
 		c := file.Cases[ci]
 		req, err := decide.ParseJSON(c.Request)
 		if err != nil {

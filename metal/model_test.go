@@ -3,6 +3,7 @@ package metal_test
 import (
 	"context"
 	"math"
+	"os"
 	"strings"
 	"testing"
 
@@ -25,6 +26,7 @@ const perPosTol = 5e-4
 // each MLX-quantised form (quantised GEMM and embedding inside the graph;
 // their goldens are transformers on the exactly dequantised weights). The
 // emulator is slow; the model package runs every case on the CPU backend.
+// STARTLUX_METAL_FULL=1 runs every case of every goldens file here too.
 var goldenRuns = []struct {
 	dir, goldens string
 	cases        []string
@@ -125,8 +127,9 @@ func TestModelGoldens(t *testing.T) {
 		for _, c := range run.cases {
 			want[c] = true
 		}
+		full := os.Getenv("STARTLUX_METAL_FULL") != ""
 		for _, g := range readGoldens(t, run.goldens) {
-			if !want[g.name] {
+			if !want[g.name] && !full {
 				continue
 			}
 			delete(want, g.name)
