@@ -537,11 +537,22 @@ func TestPointerRefusals(t *testing.T) {
 			os.Symlink(filepath.Join(src, "adapter_model.safetensors"), filepath.Join(ad, "adapter_model.safetensors"))
 		}
 	}
+	quantisedBase := func(cfg map[string]any, dir string) {
+		src, err := filepath.Abs(filepath.Join(repoTestdata, "tiny-qwen35-mlx-4bit"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.Remove(filepath.Join(dir, "base"))
+		if err := os.Symlink(src, filepath.Join(dir, "base")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	tests := []struct {
 		name string
 		edit func(map[string]any, string)
 		want string
 	}{
+		{"adapter on a quantised base", quantisedBase, "on a quantised base"},
 		{"head width", writeHead(48), "tensor q_proj.weight is 48 wide, which does not match the base's hidden size 64"},
 		{"head dp", setHead("dp", 16), "tensor q_proj.weight has 32 rows, but head.dp is 16"},
 		{"zero temperature", setHead("temperature", 0), "head.temperature = 0"},
@@ -579,16 +590,26 @@ func TestPointerRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bare.Close()
+	// A quantised (MLX layout) base without an adapter is fine.
+	quant, err := Open(copyPointer(t, func(cfg map[string]any, dir string) {
+		quantisedBase(cfg, dir)
+		delete(cfg, "adapter")
+		delete(cfg, "lora_scale")
+	}), be, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer quant.Close()
 	c := loadPointerCases(t)[0]
-	a, err := e.Decide(context.Background(), c.req)
-	if err != nil {
-		t.Fatal(err)
+	var probs []string
+	for _, x := range []*Engine{e, bare, quant} {
+		r, err := x.Decide(context.Background(), c.req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		probs = append(probs, fmt.Sprint(r.Answers[0].Probs))
 	}
-	b, err := bare.Decide(context.Background(), c.req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(a.Answers[0].Probs) == fmt.Sprint(b.Answers[0].Probs) {
-		t.Error("the adapter changes nothing")
+	if probs[0] == probs[1] || probs[1] == probs[2] {
+		t.Errorf("the adapter or the quantisation changes nothing: %v", probs)
 	}
 }
