@@ -49,6 +49,7 @@ func startXvfb(t *testing.T) string {
 	}
 	cmd := exec.Command("Xvfb", "-displayfd", "3", "-screen", "0", "800x600x24", "-nolisten", "tcp")
 	cmd.ExtraFiles = []*os.File{w}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start Xvfb: %v", err)
 	}
@@ -147,7 +148,7 @@ func screenshotOpenMenu(t *testing.T, conn *dbus.Conn, sender string) {
 	display := startXvfb(t)
 	panel := exec.Command("xfce4-panel", "--disable-wm-check")
 	panel.Env = append(os.Environ(), "DISPLAY="+display, "XDG_CONFIG_HOME="+t.TempDir())
-	panel.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	panel.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := panel.Start(); err != nil {
 		t.Fatalf("start xfce4-panel: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ func sessionBus(t *testing.T) string {
 		t.Skip("dbus-daemon not found: install Debian's dbus package (apt-get install dbus) to test the Linux tray")
 	}
 	cmd := exec.Command(bin, "--session", "--nofork", "--nopidfile", "--print-address=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // gone even if the test panics
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
