@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"time"
@@ -121,7 +122,7 @@ func openPointer(src ckptSource, cfgData []byte, info Info, opts Options) (_ *En
 	if err != nil {
 		return nil, err
 	}
-	tokFile := cfg.Base + "/tokenizer.json"
+	tokFile := path.Join(cfg.Base, "tokenizer.json")
 	data, err := src.read(tokFile)
 	if err != nil {
 		return nil, err

@@ -414,8 +414,8 @@ func TestPointerOpenFS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(a.Answers) != fmt.Sprint(b.Answers) {
-		t.Errorf("OpenFS %v, Open %v", a.Answers, b.Answers)
+	if x, y := answersJSON(t, a), answersJSON(t, b); x != y {
+		t.Errorf("OpenFS %s, Open %s", x, y)
 	}
 	if !IsCheckpoint(pointerDir()) || !IsCheckpoint(demoDir()) || IsCheckpoint(filepath.Join(pointerDir(), "adapter")) {
 		t.Error("IsCheckpoint is wrong about tiny-pointer, demo-decision or an adapter directory")
@@ -612,4 +612,62 @@ func TestPointerRefusals(t *testing.T) {
 	if probs[0] == probs[1] || probs[1] == probs[2] {
 		t.Errorf("the adapter or the quantisation changes nothing: %v", probs)
 	}
+}
+
+// TestPointerBaseInPlace opens a pointer/1 checkpoint whose base is the
+// checkpoint directory itself ("base": "."), by directory and through a file
+// system, and gets tiny-pointer's answers.
+func TestPointerBaseInPlace(t *testing.T) {
+	dir := copyPointer(t, func(cfg map[string]any, dir string) { cfg["base"] = "." })
+	src, err := filepath.Abs(filepath.Join(pointerDir(), "base"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if err := os.Symlink(filepath.Join(src, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	be, err := cpu.New(cpu.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := loadPointerCases(t)[2]
+	want, err := openPointerEngine(t, pointerDir(), Options{}).Decide(context.Background(), c.req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, open := range []func() (*Engine, error){
+		func() (*Engine, error) { return Open(dir, be, Options{}) },
+		func() (*Engine, error) { return OpenFS(os.DirFS(dir), "in-place", be, Options{}) },
+	} {
+		e, err := open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.Decide(context.Background(), c.req)
+		e.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if g, w := answersJSON(t, got), answersJSON(t, want); g != w {
+			t.Errorf("got %s, want %s", g, w)
+		}
+	}
+	if !IsCheckpoint(dir) {
+		t.Error("IsCheckpoint is false")
+	}
+}
+
+func answersJSON(t testing.TB, r *Response) string {
+	t.Helper()
+	b, err := json.Marshal(r.Answers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
