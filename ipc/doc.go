@@ -1,0 +1,18 @@
+// Package ipc is StartLux's wire protocol and its Unix socket: frames of a
+// 4-byte big-endian length and one msgpack map, requests {id, method,
+// params} answered by {id, result} or {id, error: {code, message}}, several
+// requests in flight per connection matched by id (docs/protocol.md).
+//
+// It holds both sides: [Server] runs a [Handler] for every request of every
+// connection (peer uid checked, frame limit, deadlines, graceful shutdown),
+// [Client] pipelines calls from any number of goroutines over one
+// connection, and [Listen] places the socket as the architecture says
+// (per-user 0700 directory, 0600 socket, a stale socket removed only when a
+// dial proves it dead, a second daemon refused). Params and results stay
+// encoded ([msgpack.RawMessage]) until their receiver decodes them, so the
+// decide layer sees requests with their key order intact. [FromJSON] and
+// [ToJSON] convert between JSON and msgpack keeping key order.
+//
+// The package depends on nothing above it; the daemon, the app and clients
+// share it.
+package ipc
