@@ -103,34 +103,193 @@ func (s *scratch) free() {
 	s.live = nil
 }
 
-// pass runs the graph over rows. With keep (a single unpadded row) it also
-// returns the state after the row; with head it returns logits instead of
-// hidden states. The caller holds m.mu and has checked rows.
-func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, keep bool) (outs [][]float32, st *State, err error) {
+// batch is one forward pass in flight: its rows, their layout, and the
+// scratch tensors its layers share.
+type batch struct {
+	m       *Model
+	be      tensor.Backend
+	rows    []Row
+	B, T, N int
+	pos     []int32 // absolute position of every token
+	prefix  bool    // some row has a prefix state
+	keep    *State  // the state being built (Prefill), or nil
+	sc      *scratch
+
+	// Four large per-token buffers shared by the roles that never live at
+	// the same time (the attention mixer's, the DeltaNet mixer's, the MLP's),
+	// and the small ones of each mixer.
+	slot       [4]tensor.Tensor
+	k, v, a, b tensor.Tensor
+	recs       []tensor.Tensor // per-row recurrent scratch (reused across layers unless keeping)
+}
+
+// newBatch lays out rows (right-padded to the longest) and allocates the
+// shared buffers.
+func (m *Model) newBatch(rows []Row, sc *scratch) *batch {
 	c := &m.Config
-	be := m.be
-	B, T := len(rows), 0
+	p := &batch{m: m, be: m.be, rows: rows, B: len(rows), sc: sc}
 	for _, r := range rows {
-		T = max(T, len(r.IDs))
+		p.T = max(p.T, len(r.IDs))
 	}
-	N := B * T
-	H := c.Hidden
-	ids := make([]int32, N)
-	pos := make([]int32, N)
-	hasPrefix := false
+	p.N = p.B * p.T
+	p.pos = make([]int32, p.N)
 	for b, r := range rows {
-		copy(ids[b*T:], r.IDs)
-		p := r.Prefix.Len()
-		hasPrefix = hasPrefix || p > 0
-		for t := range T {
-			pos[b*T+t] = int32(p + t)
+		pl := r.Prefix.Len()
+		p.prefix = p.prefix || pl > 0
+		for t := range p.T {
+			p.pos[b*p.T+t] = int32(pl + t)
 		}
 	}
+	I, nhd := c.Intermediate, c.Heads*c.HeadDim
+	dval := c.NV * c.DV
+	dconv := 2*c.NK*c.DK + dval
+	sizes := [4]int{I, I}
+	grow := func(vals ...int) {
+		for j, v := range vals {
+			sizes[j] = max(sizes[j], v)
+		}
+	}
+	for _, l := range m.layers {
+		if l.linear {
+			grow(dconv, dconv, dval, dval)
+		} else {
+			grow(2*nhd, nhd, nhd, nhd)
+		}
+	}
+	for j := range p.slot {
+		p.slot[j] = sc.alloc(p.N * sizes[j])
+	}
+	return p
+}
 
+// gather copies the rows' Gather positions of src (width floats per token)
+// into dst, row after row.
+func (p *batch) gather(dst, src tensor.Tensor, width int) {
+	gi := 0
+	for b, r := range p.rows {
+		for _, t := range r.Gather {
+			p.be.Copy(dst, gi*width, width, src, (b*p.T+t)*width, width, 1, width)
+			gi++
+		}
+	}
+}
+
+// attention runs full-attention layer i (qwen35.md §4) on x, the normed
+// residual stream, and returns its activations before the output projection
+// and their width per token.
+func (p *batch) attention(i int, l *layer, x tensor.Tensor) (tensor.Tensor, int) {
+	c, be, N := &p.m.Config, p.be, p.N
+	nh, nkv, hd := c.Heads, c.KVHeads, c.HeadDim
+	qg, q, gate, att := p.slot[0], p.slot[1], p.slot[2], p.slot[3]
+	if p.k == nil {
+		p.k, p.v = p.sc.alloc(N*nkv*hd), p.sc.alloc(N*nkv*hd)
+	}
+	k, v := p.k, p.v
+	// q_proj rows are per head [query | gate] (qwen35.md §2.1, §7.8).
+	be.MatMul(qg, x, l.q, N)
+	be.Copy(q, 0, hd, qg, 0, 2*hd, N*nh, hd)
+	be.Copy(gate, 0, hd, qg, hd, 2*hd, N*nh, hd)
+	be.RMSNorm(q, q, l.qNorm, N*nh, hd, c.Eps, p.m.normShift)
+	be.MatMul(k, x, l.k, N)
+	be.RMSNorm(k, k, l.kNorm, N*nkv, hd, c.Eps, p.m.normShift)
+	be.MatMul(v, x, l.v, N)
+	be.RoPE(q, p.pos, nh, hd, c.RopeDim, float32(c.RopeTheta))
+	be.RoPE(k, p.pos, nkv, hd, c.RopeDim, float32(c.RopeTheta))
+	args := tensor.AttnArgs{B: p.B, T: p.T, Heads: nh, KVHeads: nkv, HeadDim: hd, Scale: float32(1 / math.Sqrt(float64(hd)))}
+	if p.prefix {
+		for _, r := range p.rows {
+			var kv tensor.KV
+			if s := r.Prefix; s.Len() > 0 {
+				kv = tensor.KV{K: s.layers[i].k, V: s.layers[i].v, Len: s.n}
+			}
+			args.Prefix = append(args.Prefix, kv)
+		}
+	}
+	be.Attention(att, q, k, v, args)
+	be.SigmoidMul(att, gate, N*nh*hd)
+	if p.keep != nil {
+		p.m.keepKV(&p.keep.layers[i], p.rows[0], i, k, v, p.T*nkv*hd)
+	}
+	return att, nh * hd
+}
+
+// deltaNet runs Gated DeltaNet layer i (qwen35.md §5) on x and returns its
+// activations before the output projection and their width per token.
+func (p *batch) deltaNet(i int, l *layer, x tensor.Tensor) (tensor.Tensor, int) {
+	c, be, N := &p.m.Config, p.be, p.N
+	dval := c.NV * c.DV
+	dconv := 2*c.NK*c.DK + dval
+	mixed, conv, z, o := p.slot[0], p.slot[1], p.slot[2], p.slot[3]
+	if p.a == nil {
+		p.a, p.b = p.sc.alloc(N*c.NV), p.sc.alloc(N*c.NV)
+	}
+	be.MatMul(mixed, x, l.qkv, N)
+	be.MatMul(z, x, l.z, N)
+	be.MatMul(p.b, x, l.b, N)
+	be.MatMul(p.a, x, l.a, N)
+	cargs := tensor.ConvArgs{B: p.B, T: p.T, D: dconv, K: c.ConvK, Len: make([]int, p.B)}
+	for b, r := range p.rows {
+		cargs.Len[b] = len(r.IDs)
+	}
+	if p.prefix {
+		for _, r := range p.rows {
+			var t tensor.Tensor
+			if s := r.Prefix; s.Len() > 0 {
+				t = s.layers[i].conv
+			}
+			cargs.State = append(cargs.State, t)
+		}
+	}
+	if p.keep != nil {
+		p.keep.layers[i].conv = be.Alloc((c.ConvK - 1) * dconv)
+		cargs.NewState = []tensor.Tensor{p.keep.layers[i].conv}
+	}
+	be.CausalConv(conv, mixed, l.conv, cargs)
+
+	// Each row runs on its own copy of its prefix's recurrent state; the
+	// stored state is only read. When keeping, the copy becomes the new state.
+	if p.keep != nil {
+		p.recs = []tensor.Tensor{be.Alloc(c.NV * c.DK * c.DV)}
+		p.keep.layers[i].rec = p.recs[0]
+	} else if p.recs == nil {
+		for range p.rows {
+			p.recs = append(p.recs, p.sc.alloc(c.NV*c.DK*c.DV))
+		}
+	}
+	for b, r := range p.rows {
+		p.m.initRec(p.recs[b], r.Prefix, i)
+	}
+	be.GatedDelta(o, conv, p.a, p.b, l.aLog, l.dtBias, tensor.DeltaArgs{
+		B: p.B, T: p.T, NK: c.NK, NV: c.NV, DK: c.DK, DV: c.DV, Chunk: deltaChunk, State: p.recs})
+	be.GatedRMSNorm(o, o, z, l.norm, N*c.NV, c.DV, c.Eps)
+	return o, dval
+}
+
+// pass runs the graph over rows. With keep (a single unpadded row) it
+// returns the state after the row; otherwise the final normed hidden states
+// at the rows' Gather positions, or their logits when head is not nil. The
+// caller holds m.mu and has checked rows.
+func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, keep bool) (outs [][]float32, st *State, err error) {
+	c, be := &m.Config, m.be
+	H, I := c.Hidden, c.Intermediate
+	G := 0
+	for _, r := range rows {
+		G += len(r.Gather)
+	}
+	if !keep && G == 0 {
+		outs = make([][]float32, len(rows))
+		for b := range outs {
+			outs[b] = []float32{}
+		}
+		return outs, nil, nil
+	}
 	sc := &scratch{be: be}
 	defer sc.free()
+	p := m.newBatch(rows, sc)
+	N := p.N
 	if keep {
 		st = &State{m: m, n: rows[0].Prefix.Len() + len(rows[0].IDs), layers: make([]layerState, c.Layers)}
+		p.keep = st
 		defer func() {
 			if err != nil {
 				st.freeLocked()
@@ -138,167 +297,44 @@ func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, keep 
 			}
 		}()
 	}
-
-	h := sc.alloc(N * H)
-	x := sc.alloc(N * H)
-	y := sc.alloc(N * H)
+	ids := make([]int32, N)
+	for b, r := range rows {
+		copy(ids[b*p.T:], r.IDs)
+	}
+	h, x, y := sc.alloc(N*H), sc.alloc(N*H), sc.alloc(N*H)
 	be.Embed(h, m.embed, ids)
 
-	nh, nkv, hd := c.Heads, c.KVHeads, c.HeadDim
-	dkey, dval := c.NK*c.DK, c.NV*c.DV
-	dconv := 2*dkey + dval
-	I := c.Intermediate
-	// Four large per-token buffers are shared by the roles that never live
-	// at the same time: the attention mixer's, the DeltaNet mixer's and the
-	// MLP's (only those kinds the model has count towards their sizes).
-	var sizes [4]int
-	grow := func(vals ...int) {
-		for j, v := range vals {
-			sizes[j] = max(sizes[j], v)
-		}
-	}
-	grow(I, I)
-	for _, l := range m.layers {
-		if l.linear {
-			grow(dconv, dconv, dval, dval)
-		} else {
-			grow(2*nh*hd, nh*hd, nh*hd, nh*hd)
-		}
-	}
-	slotA, slotB, slotC, slotD := sc.alloc(N*sizes[0]), sc.alloc(N*sizes[1]), sc.alloc(N*sizes[2]), sc.alloc(N*sizes[3])
-	qg, q, gate, att := slotA, slotB, slotC, slotD
-	mixed, conv, z, o := slotA, slotB, slotC, slotD
-	g, u := slotA, slotB
-	var k, v, aa, bb tensor.Tensor
-	var recs []tensor.Tensor // per-row recurrent scratch (reused across layers unless keep)
-
-	// Forward only needs the gathered rows after the last mixer (tests that
-	// watch every layer's output keep the full path).
-	G := 0
-	for _, r := range rows {
-		G += len(r.Gather)
-	}
-	if !keep && G == 0 {
-		outs = make([][]float32, B)
-		for b := range outs {
-			outs[b] = []float32{}
-		}
-		return outs, nil, nil
-	}
+	// Forward needs only the gathered rows after the last mixer; tests that
+	// watch every layer's output keep the full path.
 	gatherTail := !keep && m.layerHook == nil
-	gather := func(dst, src tensor.Tensor, width int) {
-		gi := 0
-		for b, r := range rows {
-			for _, t := range r.Gather {
-				be.Copy(dst, gi*width, width, src, (b*T+t)*width, width, 1, width)
-				gi++
-			}
-		}
-	}
-	var hg, pre tensor.Tensor
-	var proj *tensor.Weight
-	var wPre int
-
-	var kvPrefix []tensor.KV
-	var convPrefix []tensor.Tensor
+	var hg tensor.Tensor
 	for i := range m.layers {
 		if err := ctx.Err(); err != nil {
 			return nil, nil, err
 		}
 		l := &m.layers[i]
 		be.RMSNorm(x, h, l.inNorm, N, H, c.Eps, m.normShift)
-		if !l.linear {
-			if k == nil {
-				k, v = sc.alloc(N*nkv*hd), sc.alloc(N*nkv*hd)
-			}
-			// q_proj rows are per head [query | gate] (qwen35.md §2.1, §7.8).
-			be.MatMul(qg, x, l.q, N)
-			be.Copy(q, 0, hd, qg, 0, 2*hd, N*nh, hd)
-			be.Copy(gate, 0, hd, qg, hd, 2*hd, N*nh, hd)
-			be.RMSNorm(q, q, l.qNorm, N*nh, hd, c.Eps, m.normShift)
-			be.MatMul(k, x, l.k, N)
-			be.RMSNorm(k, k, l.kNorm, N*nkv, hd, c.Eps, m.normShift)
-			be.MatMul(v, x, l.v, N)
-			be.RoPE(q, pos, nh, hd, c.RopeDim, float32(c.RopeTheta))
-			be.RoPE(k, pos, nkv, hd, c.RopeDim, float32(c.RopeTheta))
-			args := tensor.AttnArgs{B: B, T: T, Heads: nh, KVHeads: nkv, HeadDim: hd, Scale: float32(1 / math.Sqrt(float64(hd)))}
-			if hasPrefix {
-				kvPrefix = kvPrefix[:0]
-				for _, r := range rows {
-					var kv tensor.KV
-					if p := r.Prefix; p.Len() > 0 {
-						ls := &p.layers[i]
-						kv = tensor.KV{K: ls.k, V: ls.v, Len: p.n}
-					}
-					kvPrefix = append(kvPrefix, kv)
-				}
-				args.Prefix = kvPrefix
-			}
-			be.Attention(att, q, k, v, args)
-			be.SigmoidMul(att, gate, N*nh*hd)
-			pre, proj, wPre = att, l.o, nh*hd
-			if keep {
-				m.keepKV(&st.layers[i], rows[0], i, k, v, T*nkv*hd)
-			}
+		var pre tensor.Tensor
+		var width int
+		proj := l.o
+		if l.linear {
+			pre, width = p.deltaNet(i, l, x)
+			proj = l.out
 		} else {
-			if aa == nil {
-				aa, bb = sc.alloc(N*c.NV), sc.alloc(N*c.NV)
-			}
-			be.MatMul(mixed, x, l.qkv, N)
-			be.MatMul(z, x, l.z, N)
-			be.MatMul(bb, x, l.b, N)
-			be.MatMul(aa, x, l.a, N)
-			cargs := tensor.ConvArgs{B: B, T: T, D: dconv, K: c.ConvK, Len: make([]int, B)}
-			for b, r := range rows {
-				cargs.Len[b] = len(r.IDs)
-			}
-			if hasPrefix {
-				convPrefix = convPrefix[:0]
-				for _, r := range rows {
-					var t tensor.Tensor
-					if p := r.Prefix; p.Len() > 0 {
-						t = p.layers[i].conv
-					}
-					convPrefix = append(convPrefix, t)
-				}
-				cargs.State = convPrefix
-			}
-			if keep {
-				st.layers[i].conv = be.Alloc((c.ConvK - 1) * dconv)
-				cargs.NewState = []tensor.Tensor{st.layers[i].conv}
-			}
-			be.CausalConv(conv, mixed, l.conv, cargs)
-
-			// Each row runs on its own copy of its prefix's recurrent state;
-			// the stored state is only read.
-			if keep {
-				recs = []tensor.Tensor{be.Alloc(c.NV * c.DK * c.DV)}
-				st.layers[i].rec = recs[0]
-			} else if recs == nil {
-				for range rows {
-					recs = append(recs, sc.alloc(c.NV*c.DK*c.DV))
-				}
-			}
-			for b, r := range rows {
-				m.initRec(recs[b], r.Prefix, i)
-			}
-			be.GatedDelta(o, conv, aa, bb, l.aLog, l.dtBias, tensor.DeltaArgs{
-				B: B, T: T, NK: c.NK, NV: c.NV, DK: c.DK, DV: c.DV, Chunk: deltaChunk, State: recs})
-			be.GatedRMSNorm(o, o, z, l.norm, N*c.NV, c.DV, c.Eps)
-			pre, proj, wPre = o, l.out, dval
+			pre, width = p.attention(i, l, x)
 		}
 		if gatherTail && i == len(m.layers)-1 {
-			// Everything after the last mixer is row-wise: run it on the
-			// gathered rows only.
+			// Everything after the last mixer is row-wise.
 			hg = sc.alloc(G * H)
-			pg := sc.alloc(G * wPre)
-			gather(hg, h, H)
-			gather(pg, pre, wPre)
+			pg := sc.alloc(G * width)
+			p.gather(hg, h, H)
+			p.gather(pg, pre, width)
 			m.tail(sc, l, hg, pg, proj, G)
 			break
 		}
 		be.MatMul(y, pre, proj, N)
 		be.Add(h, y, N*H)
+		g, u := p.slot[0], p.slot[1]
 		be.RMSNorm(x, h, l.postNorm, N, H, c.Eps, m.normShift)
 		be.MatMul(g, x, l.gate, N)
 		be.MatMul(u, x, l.up, N)
@@ -318,9 +354,8 @@ func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, keep 
 
 	if hg == nil {
 		hg = sc.alloc(G * H)
-		gather(hg, h, H)
+		p.gather(hg, h, H)
 	}
-	outs = make([][]float32, B)
 	be.RMSNorm(hg, hg, m.finalNorm, G, H, c.Eps, m.normShift)
 	res, width := hg, H
 	if head != nil {
@@ -328,6 +363,7 @@ func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, keep 
 		res = sc.alloc(G * width)
 		be.MatMul(res, hg, head, G)
 	}
+	outs = make([][]float32, len(rows))
 	gi := 0
 	for b, r := range rows {
 		outs[b] = make([]float32, len(r.Gather)*width)
