@@ -6,6 +6,13 @@
 // reads the answer letter's logits, applying the per-type temperature and the
 // wide-choice rule of the format.
 //
+// The same engine serves the pointer/1 family (a Qwen3.5 base with a LoRA
+// adapter merged at load and a pointer head): each request's state (system
+// turn and evidence) runs once into a kept prefix state, each question's
+// branch runs as a padded row from it, and the head scores every option at
+// its own position (up to [MaxPointerOptions] options, no letters). The
+// checkpoint's decision_config.json format picks the family.
+//
 // The front of the package is small: [ParseJSON] and [ParseMsgpack] make a
 // [Request], [Open] and [OpenFS] make an [Engine], and [Engine.Decide] or
 // [Engine.DecideBatch] answer with a [Response]. Every problem with a request
