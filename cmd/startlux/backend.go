@@ -11,7 +11,7 @@ import (
 
 // backendFlag registers --backend on fs and returns the chosen name.
 func backendFlag(fs *flag.FlagSet) *string {
-	return fs.String("backend", "auto", "compute backend: auto, cpu, cpu-go (pure Go, no BLAS) or metal")
+	return fs.String("backend", "auto", "compute backend: auto, cpu, cpu-go (pure Go, no BLAS), metal, or metal-emu (the Metal kernels under the emulator; slow)")
 }
 
 // openBackend returns the backend the --backend flag names. auto picks Metal
@@ -35,6 +35,12 @@ func openBackend(name string) (tensor.Backend, error) {
 			return nil, fmt.Errorf("backend metal: %w", err)
 		}
 		return be, nil
+	case "metal-emu":
+		be, err := openMetalEmulated()
+		if err != nil {
+			return nil, fmt.Errorf("backend metal-emu: %w", err)
+		}
+		return be, nil
 	}
-	return nil, fmt.Errorf("unknown backend %q (want auto, cpu, cpu-go or metal)", name)
+	return nil, fmt.Errorf("unknown backend %q (want auto, cpu, cpu-go, metal or metal-emu)", name)
 }

@@ -1,12 +1,17 @@
 package main
 
 import (
-	"errors"
-
+	"github.com/startlux/startlux/metal"
 	"github.com/startlux/startlux/tensor"
 )
 
-// openMetal opens the Metal backend. TODO: replaced when the metal package lands.
+// openMetal opens the Metal backend on the first GPU (Apple Silicon only).
 func openMetal() (tensor.Backend, error) {
-	return nil, errors.New("the Metal backend is not built yet")
+	return metal.New(metal.Options{})
+}
+
+// openMetalEmulated opens the Metal kernels under the emulator (clang-19
+// needed): slow, for checking the kernels off a Mac.
+func openMetalEmulated() (tensor.Backend, error) {
+	return metal.NewEmulated(metal.Options{})
 }

@@ -10,7 +10,6 @@ import (
 	"io"
 
 	"github.com/startlux/startlux"
-	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
 )
 
@@ -18,9 +17,10 @@ import (
 // (--model, --local) are here; the daemon path adds its own flags to
 // newDecideFlagSet and its branch to runDecide.
 type decideFlags struct {
-	model  string // run this checkpoint directory in-process
-	local  bool   // run the embedded demo model in-process
-	socket string // the daemon's socket (default path when "")
+	model   string // run this checkpoint directory in-process
+	local   bool   // run the embedded demo model in-process
+	socket  string // the daemon's socket (default path when "")
+	backend string // compute backend of the in-process paths
 }
 
 func newDecideFlagSet(f *decideFlags, stderr io.Writer) *flag.FlagSet {
@@ -34,6 +34,7 @@ func newDecideFlagSet(f *decideFlags, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.model, "model", "", "run the checkpoint in `DIR` in-process (no daemon)")
 	fs.BoolVar(&f.local, "local", false, "run the embedded demo model in-process (no daemon)")
 	fs.StringVar(&f.socket, "socket", "", "ask the daemon on the socket at `PATH` (default: the default socket)")
+	fs.StringVar(&f.backend, "backend", "auto", "compute backend of --model/--local: auto, cpu, cpu-go or metal")
 	return fs
 }
 
@@ -59,9 +60,9 @@ func runDecide(ctx context.Context, env *cmdEnv, args []string) error {
 	return decideViaDaemon(ctx, env, f.socket, body)
 }
 
-// openDecideEngine opens the checkpoint the flags name on the CPU backend.
+// openDecideEngine opens the checkpoint the flags name on the backend they name.
 func openDecideEngine(f *decideFlags) (*decide.Engine, error) {
-	be, err := cpu.New(cpu.Options{})
+	be, err := openBackend(f.backend)
 	if err != nil {
 		return nil, err
 	}
