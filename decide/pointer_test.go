@@ -3,6 +3,7 @@ package decide
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -676,4 +677,19 @@ func answersJSON(t testing.TB, r *Response) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestPointerCancel checks that a cancelled context stops a request with
+// the context's error and leaves the engine usable.
+func TestPointerCancel(t *testing.T) {
+	e := openPointerEngine(t, pointerDir(), Options{})
+	c := loadPointerCases(t)[3]
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := e.Decide(ctx, c.req); !errors.Is(err, context.Canceled) || IsBadRequest(err) {
+		t.Errorf("cancelled: got %v, want context.Canceled", err)
+	}
+	if _, err := e.Decide(context.Background(), c.req); err != nil {
+		t.Errorf("after a cancelled request: %v", err)
+	}
 }
