@@ -161,9 +161,38 @@ func compileEmu(ctx context.Context, cxx, dir, lib, unit string) error {
 }
 
 // emuBuf is an emulator buffer: plain Go memory, which does not move.
+// Buffers the emulator allocates sit between two guard zones of a known
+// pattern, checked after every dispatch that binds them, so a kernel writing
+// out of bounds is reported.
 type emuBuf struct {
 	data   []byte
-	weight bool // wraps a weight's own bytes: never written, never poisoned
+	raw    []byte // guard + data + guard; nil for weights
+	weight bool   // wraps a weight's own bytes: never written, never poisoned
+}
+
+const (
+	emuGuard     = 256
+	emuGuardByte = 0xa5
+)
+
+func newEmuBuf(size int) *emuBuf {
+	size = max(size, 16)
+	raw := make([]byte, size+2*emuGuard)
+	for i := range emuGuard {
+		raw[i] = emuGuardByte
+		raw[len(raw)-1-i] = emuGuardByte
+	}
+	return &emuBuf{data: raw[emuGuard : emuGuard+size], raw: raw}
+}
+
+// guardIntact reports whether no kernel wrote into the guard zones.
+func (e *emuBuf) guardIntact() bool {
+	for i := range emuGuard {
+		if e.raw[i] != emuGuardByte || e.raw[len(e.raw)-1-i] != emuGuardByte {
+			return false
+		}
+	}
+	return true
 }
 
 // emuDriver runs kernels on the CPU through the emulator library. Like a
@@ -191,7 +220,7 @@ func (d *emuDriver) name() string { return "metal-emu" }
 
 func (d *emuDriver) alloc(size int) (buffer, error) {
 	// Keep at least 16 bytes so that every buffer has an address.
-	return &emuBuf{data: make([]byte, max(size, 16))}, nil
+	return newEmuBuf(size), nil
 }
 
 func (d *emuDriver) host(b buffer) []byte { return b.(*emuBuf).data }
@@ -218,7 +247,7 @@ func poison(data []byte) {
 
 func (d *emuDriver) weight(data []byte) (buffer, int, error) {
 	if len(data) == 0 {
-		return &emuBuf{data: make([]byte, 16)}, 0, nil
+		return newEmuBuf(16), 0, nil
 	}
 	return &emuBuf{data: data, weight: true}, 0, nil
 }
@@ -262,6 +291,12 @@ func (d *emuDriver) run(kernel string, groups, threads [3]int, binds []binding) 
 	}
 	rc := callDispatch(d.lib.dispatch, entry, &d.args[0], &d.dims[0], &d.dims[3], &d.errb[0], len(d.errb))
 	runtime.KeepAlive(pins)
+	for _, b := range binds {
+		if e, ok := b.buf.(*emuBuf); ok && e.raw != nil && !e.guardIntact() {
+			d.err = fmt.Errorf("metal emulator: kernel %s wrote outside the buffer bound at index %d", kernel, b.index)
+			return
+		}
+	}
 	if rc != 0 {
 		msg := d.errb[:]
 		if i := strings.IndexByte(string(msg), 0); i >= 0 {

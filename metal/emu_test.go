@@ -65,6 +65,10 @@ kernel void t_barriers(device float* out [[buffer(0)]], uint tid [[thread_index_
   out[tid] = 1.0f;
 }
 
+kernel void t_overrun(device float* out [[buffer(0)]], uint i [[thread_position_in_grid]]) {
+  out[i] = 1.0f;  // dispatched with more threads than out has elements
+}
+
 kernel void t_diverge(device float* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
   if (tid == 3) return;
   threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -212,6 +216,20 @@ func TestEmuSimdgroupMatrix(t *testing.T) {
 		if g != want {
 			t.Errorf("diagonal constructor: element %d = %v, want %v", i, g, want)
 		}
+	}
+}
+
+func TestEmuOverrun(t *testing.T) {
+	be := emuTest(t)
+	out := be.Alloc(60)
+	be.run("t_overrun", [3]int{1, 1, 1}, [3]int{64, 1, 1}, arg(0, out, 0))
+	if err := be.Sync(context.Background()); err == nil || !strings.Contains(err.Error(), "wrote outside the buffer") {
+		t.Errorf("a write past the end: error %v", err)
+	}
+	out = be.Alloc(64)
+	be.run("t_overrun", [3]int{1, 1, 1}, [3]int{64, 1, 1}, arg(0, out, 0))
+	if err := be.Sync(context.Background()); err != nil {
+		t.Errorf("a write within the buffer: %v", err)
 	}
 }
 
