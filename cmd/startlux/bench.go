@@ -17,6 +17,7 @@ func benchmarks() []command {
 	return []command{
 		{"prefill", "Qwen3.5-0.8B-shaped prefill: tok/s and GFLOP/s against the machine's sgemm", benchPrefill},
 		{"decide", "the demo model: cold vs warm evidence, decide_batch vs one by one", benchDecide},
+		{"pointer", "pointer/1: prefix form vs row form, cold and warm", benchPointer},
 		{"serve", "the daemon over its socket: throughput, p50/p99, overhead against in-process", benchServe},
 		{"tokenize", "encode throughput of the real Qwen3 vocabulary", benchTokenize},
 	}
