@@ -69,6 +69,14 @@ kernel void t_overrun(device float* out [[buffer(0)]], uint i [[thread_position_
   out[i] = 1.0f;  // dispatched with more threads than out has elements
 }
 
+kernel void t_tg_uninit(device float* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]],
+                        uint g [[threadgroup_position_in_grid]]) {
+  threadgroup float a[32];
+  out[g * 32 + tid] = a[tid];  // never written: undefined on a GPU
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  a[tid] = 1.0f;
+}
+
 kernel void t_diverge(device float* out [[buffer(0)]], uint tid [[thread_index_in_threadgroup]]) {
   if (tid == 3) return;
   threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -215,6 +223,23 @@ func TestEmuSimdgroupMatrix(t *testing.T) {
 		}
 		if g != want {
 			t.Errorf("diagonal constructor: element %d = %v, want %v", i, g, want)
+		}
+	}
+}
+
+// TestEmuThreadgroupMemory checks that threadgroup memory starts each
+// threadgroup as NaN, not as what the previous group left there.
+func TestEmuThreadgroupMemory(t *testing.T) {
+	be := emuTest(t)
+	out := be.Alloc(64)
+	be.run("t_tg_uninit", [3]int{2, 1, 1}, [3]int{32, 1, 1}, arg(0, out, 0))
+	got, err := readAll(t, be, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range got {
+		if !math.IsNaN(float64(g)) {
+			t.Fatalf("element %d read %v from unwritten threadgroup memory, want NaN", i, g)
 		}
 	}
 }

@@ -50,7 +50,14 @@ EMU_VECS(ulong)
 #define device
 #define constant const
 #define thread
+// On ELF systems threadgroup variables are gathered in one section, which the
+// runtime fills with 0xff bytes (float NaN) before every threadgroup, as a GPU
+// gives a threadgroup memory of undefined contents.
+#if defined(__ELF__)
+#define threadgroup static __attribute__((section("emu_tg")))
+#else
 #define threadgroup static
+#endif
 #define kernel
 
 enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4 };

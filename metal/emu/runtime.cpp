@@ -53,6 +53,17 @@ constexpr uint32_t kIdle = 1u << 30;
 
 struct Abort {};
 
+// The threadgroup variables of every kernel (see the prelude).
+#if defined(__ELF__)
+extern "C" char __start_emu_tg[] __attribute__((weak));
+extern "C" char __stop_emu_tg[] __attribute__((weak));
+void poison_threadgroup_memory() {
+  if (__start_emu_tg && __stop_emu_tg > __start_emu_tg) memset(__start_emu_tg, 0xff, __stop_emu_tg - __start_emu_tg);
+}
+#else
+void poison_threadgroup_memory() {}
+#endif
+
 struct Group {
   // Immutable while the group runs.
   EmuEntry entry = nullptr;
@@ -347,6 +358,7 @@ int emu_dispatch(EmuEntry entry, void** args, const uint32_t* grid, const uint32
             g->sg_gen[s].store(0);
           }
           g->waiting = g->exited = g->done = 0;
+          poison_threadgroup_memory();
           g->next.store(0);
         }
         run_some(g);
