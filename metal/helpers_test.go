@@ -105,7 +105,7 @@ func checkVecs(t *testing.T, what string, got, want []float32, n int, tol float6
 	}
 	for i, g := range got {
 		if math.IsNaN(float64(g)) || math.IsInf(float64(g), 0) {
-			t.Fatalf("%s: element %d is %v (never written?)", what, i, g)
+			t.Fatalf("%s: element %d is %v (never written, or computed from unwritten memory)", what, i, g)
 		}
 	}
 	for s := 0; s < len(want); s += n {
