@@ -386,10 +386,14 @@ func (b *Backend) MatMul(out, x tensor.Tensor, w *tensor.Weight, rows int) {
 		b.run(k, [3]int{ceilDiv(o, 16), 1, 1}, [3]int{128, 1, 1}, binds...)
 		return
 	}
-	k, lp := rowsKernel("mm", w)
+	base, tile := "mm", 32
+	if rows >= 64 && o >= 64 {
+		base, tile = "mm64", 64
+	}
+	k, lp := rowsKernel(base, w)
 	binds := append([]binding{arg(0, out, 0), arg(1, x, 0)}, h.binds(2)...)
 	binds = append(binds, bytesArg(5, params(append([]any{rows, o}, lp...)...)))
-	b.run(k, [3]int{ceilDiv(o, 32), ceilDiv(rows, 32), 1}, [3]int{128, 1, 1}, binds...)
+	b.run(k, [3]int{ceilDiv(o, tile), ceilDiv(rows, tile), 1}, [3]int{128, 1, 1}, binds...)
 }
 
 func (b *Backend) elementwise(kernel string, n int, ts ...tensor.Tensor) {

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"sync"
 	"unsafe"
@@ -157,7 +158,39 @@ func compileEmu(ctx context.Context, cxx, dir, lib, unit string) error {
 	if err := os.Rename(so, lib); err != nil {
 		return fmt.Errorf("metal emulator: %w", err)
 	}
+	pruneEmuCache(filepath.Dir(dir), emuCacheKeep)
 	return nil
+}
+
+// emuCacheKeep is how many built libraries the cache keeps.
+const emuCacheKeep = 8
+
+// pruneEmuCache removes all but the keep most recently built libraries of
+// the cache. A process that still has a removed library loaded keeps it.
+func pruneEmuCache(root string, keep int) {
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		return
+	}
+	type built struct {
+		path string
+		mod  int64
+	}
+	var libs []built
+	for _, e := range ents {
+		st, err := os.Stat(filepath.Join(root, e.Name(), "kernels.so"))
+		if err != nil {
+			continue // being built, or not ours
+		}
+		libs = append(libs, built{filepath.Join(root, e.Name()), st.ModTime().UnixNano()})
+	}
+	if len(libs) <= keep {
+		return
+	}
+	sort.Slice(libs, func(i, j int) bool { return libs[i].mod > libs[j].mod })
+	for _, l := range libs[keep:] {
+		os.RemoveAll(l.path)
+	}
 }
 
 // emuBuf is an emulator buffer: plain Go memory, which does not move.

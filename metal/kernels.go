@@ -130,13 +130,17 @@ func parseKernels(src string) ([]kernelEntry, error) {
 	// Expand INSTANTIATE_ROWS by hand: it is the one macro that generates
 	// instantiations.
 	code = strings.ReplaceAll(code, "\\\n", " ")
-	rows := regexp.MustCompile(`INSTANTIATE_ROWS\(\s*"([^"]+)"\s*,\s*(\w+)\s*\)`)
+	rows := regexp.MustCompile(`INSTANTIATE_ROWS(?:_T)?\(\s*"([^"]+)"\s*,\s*(\w+)\s*(?:,([^\n)]*))?\)`)
 	for _, m := range rows.FindAllStringSubmatch(code, -1) {
+		extra := ""
+		if t := strings.TrimSpace(m[3]); t != "" {
+			extra = ", " + t
+		}
 		for _, f := range []struct{ suf, l string }{
 			{"_f32", "PlainRows<WF32>"}, {"_f16", "PlainRows<WF16>"}, {"_bf16", "PlainRows<WBF16>"},
 			{"_q_f32", "QuantRows<WF32>"}, {"_q_f16", "QuantRows<WF16>"}, {"_q_bf16", "QuantRows<WBF16>"},
 		} {
-			code += fmt.Sprintf("\nINSTANTIATE(\"%s%s\", %s, %s)\n", m[1], f.suf, m[2], f.l)
+			code += fmt.Sprintf("\nINSTANTIATE(\"%s%s\", %s, %s%s)\n", m[1], f.suf, m[2], f.l, extra)
 		}
 	}
 	code = reMacroBody.ReplaceAllString(code, "")

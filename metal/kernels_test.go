@@ -86,7 +86,8 @@ func TestEmbed(t *testing.T) {
 
 func TestMatMul(t *testing.T) {
 	shapes := []struct{ rows, o, in int }{
-		{1, 5, 64}, {3, 37, 96}, {8, 64, 64}, {9, 1, 64}, {33, 65, 128}, {70, 37, 192},
+		{1, 5, 64}, {3, 37, 96}, {8, 64, 64}, {9, 1, 64}, {32, 64, 64}, {33, 65, 128}, {70, 37, 192},
+		{64, 96, 64}, {129, 70, 128},
 	}
 	for _, f := range weightForms {
 		for _, s := range shapes {

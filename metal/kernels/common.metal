@@ -89,5 +89,15 @@ struct QuantRows {
   INSTANTIATE(base "_q_f16", func, QuantRows<WF16>)        \
   INSTANTIATE(base "_q_bf16", func, QuantRows<WBF16>)
 
+// INSTANTIATE_ROWS_T is INSTANTIATE_ROWS for templates with further
+// template arguments after the loader.
+#define INSTANTIATE_ROWS_T(base, func, ...)                            \
+  INSTANTIATE(base "_f32", func, PlainRows<WF32>, __VA_ARGS__)         \
+  INSTANTIATE(base "_f16", func, PlainRows<WF16>, __VA_ARGS__)         \
+  INSTANTIATE(base "_bf16", func, PlainRows<WBF16>, __VA_ARGS__)       \
+  INSTANTIATE(base "_q_f32", func, QuantRows<WF32>, __VA_ARGS__)       \
+  INSTANTIATE(base "_q_f16", func, QuantRows<WF16>, __VA_ARGS__)       \
+  INSTANTIATE(base "_q_bf16", func, QuantRows<WBF16>, __VA_ARGS__)
+
 inline float silu(float x) { return x / (1.0f + exp(-x)); }
 inline float sigmoid(float x) { return 1.0f / (1.0f + exp(-x)); }
