@@ -12,11 +12,11 @@ import (
 )
 
 // decideCases are the decide-demo.json cases run through the emulated
-// backend: case 0 asks a noul, a score and a second noul question. Each
-// request takes over a minute in the emulator; the decide package's own
-// tests run all 42 on the CPU backend. STARTLUX_METAL_FULL=1 runs all 42
-// here too.
-var decideCases = []int{0}
+// backend: case 0 asks a noul, a score and a second noul question; case 40
+// a 32-option question (the wide-choice rounds) and a noul. Each request
+// takes up to a minute in the emulator; the decide package's own tests run
+// all 42 on the CPU backend. STARTLUX_METAL_FULL=1 runs all 42 here too.
+var decideCases = []int{0, 40}
 
 // TestDecideDemo runs whole decisions of the embedded demo checkpoint on the
 // emulated Metal backend and holds every probability to decide-demo.json
