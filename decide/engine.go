@@ -542,17 +542,18 @@ func (e *Engine) makeTask(j *job, qj *qjob, g int, ids []int32) task {
 	return t
 }
 
-// runTasks runs rows in passes of at most MaxPassTokens padded tokens,
-// longest first, and hands each question its rows' probabilities.
+// runTasks runs rows longest first in passes of at most MaxPassTokens padded
+// tokens, split where padding would cost more than a pass (planPasses), and hands each question its rows' probabilities.
 func (e *Engine) runTasks(ctx context.Context, tasks []task) error {
 	sort.SliceStable(tasks, func(a, b int) bool { return len(tasks[a].rest) > len(tasks[b].rest) })
-	for i := 0; i < len(tasks); {
-		n := 1
-		for i+n < len(tasks) && (n+1)*len(tasks[i].rest) <= MaxPassTokens {
-			n++
-		}
-		pass := tasks[i : i+n]
-		i += n
+	lens := make([]int, len(tasks))
+	for k, t := range tasks {
+		lens[k] = len(t.rest)
+	}
+	start := 0
+	for _, end := range planPasses(lens, MaxPassTokens) {
+		pass := tasks[start:end]
+		start = end
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -425,7 +425,8 @@ type ptask struct {
 }
 
 // runBranches runs every question's row, longest first, in passes of at
-// most MaxPassTokens padded tokens, and reads the head out.
+// most MaxPassTokens padded tokens (split as planPasses says), and reads the
+// head out.
 func (e *Engine) runBranches(ctx context.Context, jobs []*pjob) error {
 	var tasks []ptask
 	for _, j := range jobs {
@@ -449,13 +450,14 @@ func (e *Engine) runBranches(ctx context.Context, jobs []*pjob) error {
 	}
 	sort.SliceStable(tasks, func(a, b int) bool { return len(tasks[a].row.IDs) > len(tasks[b].row.IDs) })
 	H := e.m.Config.Hidden
-	for i := 0; i < len(tasks); {
-		n := 1
-		for i+n < len(tasks) && (n+1)*len(tasks[i].row.IDs) <= MaxPassTokens {
-			n++
-		}
-		pass := tasks[i : i+n]
-		i += n
+	lens := make([]int, len(tasks))
+	for k, t := range tasks {
+		lens[k] = len(t.row.IDs)
+	}
+	start := 0
+	for _, end := range planPasses(lens, MaxPassTokens) {
+		pass := tasks[start:end]
+		start = end
 		if err := ctx.Err(); err != nil {
 			return err
 		}
