@@ -11,54 +11,24 @@ import (
 
 // The daemon's states, as its status method reports them.
 const (
-	StateLoading = "loading"
-	StateWarming = "warming"
-	StateReady   = "ready"
-	StateFailed  = "failed"
+	StateLoading = ipc.StateLoading
+	StateWarming = ipc.StateWarming
+	StateReady   = ipc.StateReady
+	StateFailed  = ipc.StateFailed
 )
 
-// Status is the part of the daemon's status result the app shows. Field
-// names follow docs/protocol.md; the app decodes them itself so it does not
-// link the inference engine.
-type Status struct {
-	State          string        `json:"state"`
-	Error          string        `json:"error,omitempty"`
-	Model          ModelStatus   `json:"model"`
-	Progress       *LoadProgress `json:"progress,omitempty"`
-	SnapshotBytes  int64         `json:"snapshot_bytes"`
-	SnapshotLimit  int64         `json:"snapshot_limit"`
-	Queued         int           `json:"queued"`
-	RequestsServed uint64        `json:"requests_served"`
-	RequestsFailed uint64        `json:"requests_failed"`
-	LatencyP50MS   float64       `json:"latency_p50_ms"`
-	LatencyP99MS   float64       `json:"latency_p99_ms"`
-	UptimeS        float64       `json:"uptime_s"`
-	PID            int           `json:"pid"`
-}
+// Status is the daemon's status result (the wire type of package ipc, so the
+// app does not link the inference engine).
+type Status = ipc.Status
 
 // ModelStatus describes the model the daemon serves.
-type ModelStatus struct {
-	Name    string `json:"name"`
-	Path    string `json:"path"`
-	Backend string `json:"backend"`
-	Int8    bool   `json:"int8"`
-}
+type ModelStatus = ipc.ModelStatus
 
 // LoadProgress reports a model load under way.
-type LoadProgress struct {
-	Model string `json:"model"`
-	Phase string `json:"phase"`
-	Done  int64  `json:"done"`
-	Total int64  `json:"total"`
-}
+type LoadProgress = ipc.LoadProgress
 
 // ModelEntry is one checkpoint the daemon can switch to.
-type ModelEntry struct {
-	Name     string `json:"name"`
-	Path     string `json:"path"`
-	Embedded bool   `json:"embedded"`
-	Current  bool   `json:"current"`
-}
+type ModelEntry = ipc.ModelEntry
 
 // Daemon is what the controller asks of the daemon.
 type Daemon interface {

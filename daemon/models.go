@@ -6,49 +6,23 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"runtime"
 	"sort"
 	"strings"
 
 	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/ipc"
 )
 
 // DemoName is the name under which the embedded demo checkpoint is listed
 // and loaded.
 const DemoName = "demo"
 
-// ModelsDir returns the folder where checkpoints are looked for:
-// ~/Library/Application Support/StartLux/Models on macOS,
-// ~/.local/share/startlux/models elsewhere (under $XDG_DATA_HOME when set).
-func ModelsDir() (string, error) {
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("models folder: %w", err)
-	}
-	return modelsDir(runtime.GOOS, home, os.Getenv("XDG_DATA_HOME")), nil
-}
-
-func modelsDir(goos, home, xdgData string) string {
-	if goos == "darwin" {
-		return filepath.Join(home, "Library", "Application Support", "StartLux", "Models")
-	}
-	if filepath.IsAbs(xdgData) {
-		return filepath.Join(xdgData, "startlux", "models")
-	}
-	return filepath.Join(home, ".local", "share", "startlux", "models")
-}
+// ModelsDir returns the folder where checkpoints are looked for
+// ([ipc.ModelsDir]).
+func ModelsDir() (string, error) { return ipc.ModelsDir() }
 
 // ModelEntry is one checkpoint the daemon can load.
-type ModelEntry struct {
-	// Name is the directory's name in the models folder, or [DemoName].
-	Name string `json:"name"`
-	// Path is the checkpoint directory ("" for the embedded demo).
-	Path string `json:"path"`
-	// Embedded is true for the demo checkpoint built into the binary.
-	Embedded bool `json:"embedded"`
-	// Current is true for the model being served.
-	Current bool `json:"current"`
-}
+type ModelEntry = ipc.ModelEntry
 
 // IsCheckpoint reports whether dir holds a decision checkpoint: a
 // decision_config.json next to a config.json (jevfmt/1), or naming a base

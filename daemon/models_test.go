@@ -8,20 +8,6 @@ import (
 	"time"
 )
 
-func TestModelsDir(t *testing.T) {
-	cases := []struct{ goos, home, xdg, want string }{
-		{"darwin", "/Users/a", "", "/Users/a/Library/Application Support/StartLux/Models"},
-		{"linux", "/home/a", "", "/home/a/.local/share/startlux/models"},
-		{"linux", "/home/a", "/data", "/data/startlux/models"},
-		{"linux", "/home/a", "rel", "/home/a/.local/share/startlux/models"},
-	}
-	for _, c := range cases {
-		if got := modelsDir(c.goos, c.home, c.xdg); got != c.want {
-			t.Errorf("modelsDir(%s, %s, %s) = %s, want %s", c.goos, c.home, c.xdg, got, c.want)
-		}
-	}
-}
-
 func TestResolveModel(t *testing.T) {
 	models := t.TempDir()
 	good := filepath.Join(models, "good")

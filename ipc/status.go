@@ -1,0 +1,105 @@
+package ipc
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+)
+
+// This file holds the results of the status and models methods and the
+// models folder: the daemon fills them in, the app and clients read them.
+
+// The states of the daemon's model, as status reports them.
+const (
+	StateLoading = "loading" // the first model is being read; decisions wait
+	StateWarming = "warming" // it is loaded and running warm-up requests; decisions wait
+	StateReady   = "ready"   // decisions are served
+	StateFailed  = "failed"  // no model could be loaded; decisions fail with model_load_failed
+)
+
+// Status is what the status method returns.
+type Status struct {
+	// State is loading, warming, ready or failed.
+	State string `json:"state"`
+	// Error says why the last load failed ("" when it did not).
+	Error string `json:"error,omitempty"`
+	// Model describes the model being served (or being loaded first).
+	Model ModelStatus `json:"model"`
+	// Progress is the loading progress of the first model, or of a model
+	// being switched to (nil when nothing loads).
+	Progress *LoadProgress `json:"progress,omitempty"`
+	// SnapshotBytes and SnapshotLimit are the memory held by kept prefix
+	// states and its bound.
+	SnapshotBytes int64 `json:"snapshot_bytes"`
+	SnapshotLimit int64 `json:"snapshot_limit"`
+	// Queued counts decisions waiting for the model.
+	Queued int `json:"queued"`
+	// RequestsServed counts decisions answered (errors excluded).
+	RequestsServed uint64 `json:"requests_served"`
+	// RequestsFailed counts decisions that ended in an error.
+	RequestsFailed uint64 `json:"requests_failed"`
+	// LatencyP50MS and LatencyP99MS are percentiles of the time from
+	// arrival to answer of the last 1024 decisions.
+	LatencyP50MS float64 `json:"latency_p50_ms"`
+	LatencyP99MS float64 `json:"latency_p99_ms"`
+	// UptimeS is how long the daemon has run, in seconds.
+	UptimeS float64 `json:"uptime_s"`
+	// PID is the daemon's process id.
+	PID int `json:"pid"`
+}
+
+// ModelStatus describes a model.
+type ModelStatus struct {
+	Name    string `json:"name"`
+	Path    string `json:"path"`
+	Backend string `json:"backend"`
+	// Int8 is whether int8 matmuls are in use (false until int8 support
+	// exists).
+	Int8 bool `json:"int8"`
+}
+
+// LoadProgress reports a load under way.
+type LoadProgress struct {
+	// Model is the directory being loaded ("" for the embedded demo).
+	Model string `json:"model"`
+	// Phase is loading or warming (the Progress option is also told ready
+	// or failed when a load ends).
+	Phase string `json:"phase"`
+	// Done and Total are bytes of tensors read so far and in all.
+	Done  int64 `json:"done"`
+	Total int64 `json:"total"`
+}
+
+// ModelsDir returns the folder where checkpoints are looked for:
+// ~/Library/Application Support/StartLux/Models on macOS,
+// ~/.local/share/startlux/models elsewhere (under $XDG_DATA_HOME when set).
+func ModelsDir() (string, error) {
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("models folder: %w", err)
+	}
+	return modelsDir(runtime.GOOS, home, os.Getenv("XDG_DATA_HOME")), nil
+}
+
+func modelsDir(goos, home, xdgData string) string {
+	if goos == "darwin" {
+		return filepath.Join(home, "Library", "Application Support", "StartLux", "Models")
+	}
+	if filepath.IsAbs(xdgData) {
+		return filepath.Join(xdgData, "startlux", "models")
+	}
+	return filepath.Join(home, ".local", "share", "startlux", "models")
+}
+
+// ModelEntry is one checkpoint the daemon can load.
+type ModelEntry struct {
+	// Name is the directory's name in the models folder, or [DemoName].
+	Name string `json:"name"`
+	// Path is the checkpoint directory ("" for the embedded demo).
+	Path string `json:"path"`
+	// Embedded is true for the demo checkpoint built into the binary.
+	Embedded bool `json:"embedded"`
+	// Current is true for the model being served.
+	Current bool `json:"current"`
+}
