@@ -40,6 +40,12 @@ func DecideLoader(lo LoaderOptions) Loader {
 		if err != nil {
 			return nil, ModelStatus{}, fmt.Errorf("backend: %w", err)
 		}
+		if w, ok := be.(tensor.WarmUpper); ok {
+			// Compile the backend's kernels before any decision waits on them.
+			if err := w.WarmUp(ctx); err != nil {
+				return nil, ModelStatus{}, fmt.Errorf("backend %s: warm up: %w", be.Name(), err)
+			}
+		}
 		opts := decide.Options{CacheLimit: lo.CacheLimit, Progress: progress}
 		var e *decide.Engine
 		if dir == "" {

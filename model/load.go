@@ -203,6 +203,12 @@ func (m *Model) openFiles(src source) (all map[string]stored, index string, err 
 			return nil, "", err
 		}
 		m.files = append(m.files, f)
+		if rm, ok := m.be.(tensor.RegionMapper); ok {
+			// A GPU backend wraps the mapping once so weights are used in place.
+			if err := rm.MapRegion(f.Bytes()); err != nil {
+				return nil, "", fmt.Errorf("%s: %w", f.Name, err)
+			}
+		}
 		for _, n := range f.Names() {
 			if prev, dup := all[n]; dup {
 				return nil, "", fmt.Errorf("%s: tensor %s is also in %s", f.Name, n, prev.file)

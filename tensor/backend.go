@@ -141,3 +141,16 @@ type DeltaArgs struct {
 	Chunk  int
 	State  []Tensor
 }
+
+// WarmUpper is implemented by backends that can prepare everything a forward
+// pass needs (compiled kernels, pipelines) ahead of the first pass.
+type WarmUpper interface {
+	WarmUp(ctx context.Context) error
+}
+
+// RegionMapper is implemented by backends that can use weights in place
+// inside a memory region that stays mapped for the backend's life (a whole
+// mmap'd checkpoint file), instead of copying them.
+type RegionMapper interface {
+	MapRegion(data []byte) error
+}

@@ -155,6 +155,9 @@ func (f *File) Names() []string {
 // Tensor returns the named tensor, or nil if the file lacks it.
 func (f *File) Tensor(name string) *Info { return f.tensors[name] }
 
+// Bytes returns the whole file as mapped (or read); it must not be written.
+func (f *File) Bytes() []byte { return f.data }
+
 // Size returns the size of the file in bytes.
 func (f *File) Size() int64 { return int64(len(f.data)) }
 
