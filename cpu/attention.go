@@ -61,21 +61,29 @@ func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 
 // softmaxPrefix replaces s[:n] with its softmax and zeroes s[n:].
 func softmaxPrefix(s []float32, n int) {
+	x := s[:n]
 	m := float32(math.Inf(-1))
-	for _, v := range s[:n] {
+	i := 0
+	if haveKernel && n >= 8 {
+		i = n &^ 7
+		m = maxAVX2(&x[0], i)
+	}
+	for _, v := range x[i:] {
 		m = max(m, v)
 	}
-	for i, v := range s[:n] {
-		s[i] = v - m
-	}
-	expFlushVec(s[:n], s[:n])
 	var sum float32
-	for _, e := range s[:n] {
+	i = 0
+	if haveKernel && n >= 8 {
+		i = n &^ 7
+		var lanes [8]float32
+		expSubSumAVX2(&x[0], &x[0], i, m, &lanes)
+		sum = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]))
+	}
+	for j := i; j < n; j++ {
+		e := expFlush(x[j] - m)
+		x[j] = e
 		sum += e
 	}
-	inv := 1 / sum
-	for i := range s[:n] {
-		s[i] *= inv
-	}
+	scaleVec(x, x, 1/sum)
 	clear(s[n:])
 }

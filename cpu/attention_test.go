@@ -107,3 +107,36 @@ func TestAttention(t *testing.T) {
 		}
 	}
 }
+
+// TestSoftmaxPrefix checks the vectorised softmax against a float64
+// reference at lengths around the 8-wide vector blocks, with the tail past n
+// zeroed.
+func TestSoftmaxPrefix(t *testing.T) {
+	rng := newRNG(t)
+	for _, c := range []struct{ n, width int }{{1, 1}, {1, 9}, {7, 7}, {8, 8}, {9, 16}, {63, 64}, {1568, 1600}} {
+		t.Run(fmt.Sprintf("n%d/width%d", c.n, c.width), func(t *testing.T) {
+			s := randVec(rng, c.width, 8)
+			s[rng.IntN(c.n)] = 30 // a dominant score
+			want := make([]float64, c.width)
+			m := math.Inf(-1)
+			for _, v := range s[:c.n] {
+				m = math.Max(m, float64(v))
+			}
+			var sum float64
+			for i, v := range s[:c.n] {
+				want[i] = math.Exp(float64(v) - m)
+				sum += want[i]
+			}
+			for i := range want[:c.n] {
+				want[i] /= sum
+			}
+			softmaxPrefix(s, c.n)
+			checkClose(t, "softmax", s, want, 1e-6)
+			for i, v := range s[c.n:] {
+				if v != 0 {
+					t.Fatalf("s[%d] = %g past n, want 0", c.n+i, v)
+				}
+			}
+		})
+	}
+}

@@ -22,3 +22,9 @@ func scaleAVX2(dst, src *float32, n int, a float32)
 
 //go:noescape
 func conv4AVX2(o, w0, w1, w2, w3, x0, x1, x2, x3 *float32, n int)
+
+//go:noescape
+func maxAVX2(src *float32, n int) float32
+
+//go:noescape
+func expSubSumAVX2(dst, src *float32, n int, m float32, sum *[8]float32)

@@ -429,3 +429,94 @@ convloop:
 convdone:
 	VZEROUPPER
 	RET
+
+// func maxAVX2(src *float32, n int) float32
+//
+// The largest of src[:n], n a positive multiple of 8 (VMAXPS: a NaN may be
+// skipped where the scalar max would return it).
+TEXT ·maxAVX2(SB), NOSPLIT, $0-20
+	MOVQ src+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $3, CX
+	VMOVUPS (SI), Y0
+	ADDQ $32, SI
+	DECQ CX
+	JZ   maxreduce
+
+maxloop:
+	VMAXPS (SI), Y0, Y0
+	ADDQ $32, SI
+	DECQ CX
+	JNZ  maxloop
+
+maxreduce:
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0x4e, X0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0xb1, X0, X1
+	VMAXPS X1, X0, X0
+	VMOVSS X0, ret+16(FP)
+	VZEROUPPER
+	RET
+
+// func expSubSumAVX2(dst, src *float32, n int, m float32, sum *[8]float32)
+//
+// dst[i] = expFlush(src[i] − m) for i < n, n a multiple of 8, bit for bit as
+// the scalar subtraction then expFlush; sum[l] receives the sum of the
+// results in lane l (elements i ≡ l mod 8). dst may equal src.
+TEXT ·expSubSumAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS m+24(FP), Y9
+	MOVQ sum+32(FP), DX
+	VXORPS Y11, Y11, Y11
+	SHRQ $3, CX
+	JZ   esdone
+	VBROADCASTSS flushc<>+0(SB), Y10
+
+esloop:
+	VMOVUPS (SI), Y0
+	VSUBPS Y9, Y0, Y0
+	VMINPS expc<>+0(SB), Y0, Y1
+	VMAXPS expc<>+32(SB), Y1, Y1
+	VMULPS expc<>+64(SB), Y1, Y2
+	VADDPS expc<>+96(SB), Y2, Y2
+	VSUBPS expc<>+96(SB), Y2, Y3
+	VMULPS expc<>+128(SB), Y3, Y4
+	VSUBPS Y4, Y1, Y5
+	VMULPS expc<>+160(SB), Y3, Y4
+	VSUBPS Y4, Y5, Y5
+	VMULPS Y5, Y5, Y6
+	VMULPS expc<>+192(SB), Y5, Y7
+	VADDPS expc<>+224(SB), Y7, Y7
+	VMULPS Y5, Y7, Y7
+	VADDPS expc<>+256(SB), Y7, Y7
+	VMULPS Y5, Y7, Y7
+	VADDPS expc<>+288(SB), Y7, Y7
+	VMULPS Y5, Y7, Y7
+	VADDPS expc<>+320(SB), Y7, Y7
+	VMULPS Y5, Y7, Y7
+	VADDPS expc<>+352(SB), Y7, Y7
+	VMULPS Y6, Y7, Y7
+	VADDPS Y5, Y7, Y7
+	VADDPS expc<>+384(SB), Y7, Y7
+	VPAND expc<>+416(SB), Y2, Y2
+	VPSUBD expc<>+448(SB), Y2, Y2
+	VPSLLD $23, Y2, Y2
+	VPADDD expc<>+480(SB), Y2, Y2
+	VMULPS Y2, Y7, Y7
+	VCMPPS $1, Y10, Y0, Y8
+	VANDNPS Y7, Y8, Y7
+	VMOVUPS Y7, (DI)
+	VADDPS Y7, Y11, Y11
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  esloop
+
+esdone:
+	VMOVUPS Y11, (DX)
+	VZEROUPPER
+	RET
