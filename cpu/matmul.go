@@ -47,6 +47,10 @@ func (b *Backend) MatMul(out, x tensor.Tensor, w *tensor.Weight, rows int) {
 		return
 	}
 	direct := f32View(w)
+	if rows >= smallRows && o*in <= smallWeight {
+		b.matMulSmall(od, xd, w, direct, rows, o, in)
+		return
+	}
 	nt, tiles := rowTiles(o, b.threads)
 	// Too few tiles to keep the workers busy: also split the rows of x.
 	mParts := 1
@@ -108,3 +112,36 @@ var littleEndian = func() bool {
 	x := uint16(1)
 	return *(*byte)(unsafe.Pointer(&x)) == 1
 }()
+
+// A weight of at most smallWeight elements, multiplied with at least
+// smallRows rows, is widened whole once per call and the rows of x are split
+// into blocks of about rowBlock, each one sgemm against the whole weight:
+// for the small models' narrow matrices, splitting the weight's rows instead
+// left each call too little work per packed element of x.
+var (
+	smallWeight = 1 << 18
+	smallRows   = 256
+	rowBlock    = 256
+)
+
+// matMulSmall is MatMul for a small weight (see smallWeight).
+func (b *Backend) matMulSmall(od, xd []float32, w *tensor.Weight, direct []float32, rows, o, in int) {
+	wf := direct
+	if wf == nil {
+		s := b.getScratch(o * in)
+		defer b.putScratch(s)
+		wf = s.d
+		b.parallelRange(o, max(1, elemGrain/in), func(lo, hi int) {
+			convertRows(w, lo, hi, wf[lo*in:hi*in])
+		})
+	}
+	blocks := max(b.threads, (rows+rowBlock-1)/rowBlock)
+	blocks = (blocks + b.threads - 1) / b.threads * b.threads
+	step := (rows + blocks - 1) / blocks
+	b.parallel(blocks, func(p int) {
+		m0, m1 := p*step, min(rows, (p+1)*step)
+		if m0 < m1 {
+			b.sgemm(false, true, m1-m0, o, in, 1, xd[m0*in:], in, wf, in, 0, od[m0*o:], o)
+		}
+	})
+}

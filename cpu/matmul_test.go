@@ -118,7 +118,7 @@ func TestMatMul(t *testing.T) {
 		name string
 		w    *tensor.Weight
 	}
-	shapes := [][3]int{{1, 1, 1}, {1, 7, 64}, {3, 300, 5}, {64, 129, 100}, {130, 257, 64}, {5, 2, 96}}
+	shapes := [][3]int{{1, 1, 1}, {1, 7, 64}, {3, 300, 5}, {64, 129, 100}, {130, 257, 64}, {5, 2, 96}, {300, 40, 64}, {601, 9, 33}} // the last two: the small-weight path
 	for _, sh := range shapes {
 		rows, o, in := sh[0], sh[1], sh[2]
 		var cases []wcase
