@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"slices"
 
 	"github.com/startlux/startlux/tensor"
 )
@@ -14,76 +15,203 @@ const attnBlock = 64
 // Attention computes causal grouped-query attention for each row and query
 // head: scores against the row's prefix keys and its own keys up to the
 // query's position, scaled, a float32 softmax, and the weighted sum of
-// values. Each (row, head, block of queries) is one task; the scores and the
-// weighted sums go through sgemm.
+// values.
+//
+// The prefix part runs first (attendPrefix): the queries of all rows that
+// share one prefix, and of all query heads that share one kv head, are
+// multiplied against it together, in chunks of prefixChunk queries, leaving
+// in out the unnormalised sum over the prefix with its score maximum and
+// exponential sum. The rows' own keys then run per (row, head, block of
+// queries), a block only scoring the keys up to its last position, and are
+// merged with the prefix part by rescaling both to the larger maximum. The
+// scores and the weighted sums go through sgemm.
 func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 	hd := a.HeadDim
-	group := a.Heads / a.KVHeads
 	qs, ks := a.Heads*hd, a.KVHeads*hd // token strides
 	qd, kd, vd, od := data(q), data(k), data(v), data(out)
+	var pm, pl []float32 // per (token, head): prefix score maximum and exponential sum
+	var ps *scratchBuf
+	if hasPrefix(a) {
+		ps = b.getScratch(2 * a.B * a.T * a.Heads)
+		defer b.putScratch(ps)
+		pm, pl = ps.d[:a.B*a.T*a.Heads], ps.d[a.B*a.T*a.Heads:]
+		b.attendPrefix(od, qd, pm, pl, a)
+	}
 	blocks := (a.T + attnBlock - 1) / attnBlock
 	b.parallel(a.B*a.Heads*blocks, func(task int) {
 		// Last blocks (the most keys) first, for balance.
 		blk := blocks - 1 - task%blocks
 		row, h := task/blocks/a.Heads, task/blocks%a.Heads
-		kvh := h / group
-		var pk, pv []float32
-		p := 0
-		if a.Prefix != nil && a.Prefix[row].Len > 0 {
-			p = a.Prefix[row].Len
-			pk, pv = data(a.Prefix[row].K), data(a.Prefix[row].V)
-		}
+		kvh := h / (a.Heads / a.KVHeads)
+		prefix := a.Prefix != nil && a.Prefix[row].Len > 0
 		i0 := blk * attnBlock
 		i1 := min(a.T, i0+attnBlock)
 		nq := i1 - i0
-		nk := p + i1 // keys of the block's last query
-		s := b.getScratch(nq * nk)
-		sc := s.d
+		nk := i1 // keys of the block's last query
+		s := b.getScratch(nq*nk + nq)
+		sc, den := s.d[:nq*nk], s.d[nq*nk:]
 		q0 := (row*a.T+i0)*qs + h*hd
 		k0 := row*a.T*ks + kvh*hd
-		// Scores: sc[i, 0:p] against the prefix, sc[i, p:p+i1] against the row.
-		if p > 0 {
-			b.sgemm(false, true, nq, p, hd, a.Scale, qd[q0:], qs, pk[kvh*hd:], ks, 0, sc, nk)
-		}
-		b.sgemm(false, true, nq, i1, hd, a.Scale, qd[q0:], qs, kd[k0:], ks, 0, sc[p:], nk)
-		for i := range nq {
-			softmaxPrefix(sc[i*nk:(i+1)*nk], p+i0+i+1)
-		}
-		if p > 0 {
-			b.sgemm(false, false, nq, hd, p, 1, sc, nk, pv[kvh*hd:], ks, 0, od[q0:], qs)
-			b.sgemm(false, false, nq, hd, i1, 1, sc[p:], nk, vd[k0:], ks, 1, od[q0:], qs)
-		} else {
+		b.sgemm(false, true, nq, i1, hd, a.Scale, qd[q0:], qs, kd[k0:], ks, 0, sc, nk)
+		if !prefix {
+			for i := range nq {
+				softmaxPrefix(sc[i*nk:(i+1)*nk], i0+i+1)
+			}
 			b.sgemm(false, false, nq, hd, i1, 1, sc, nk, vd[k0:], ks, 0, od[q0:], qs)
+			b.putScratch(s)
+			return
+		}
+		// out holds the prefix's Σ e^(s−m1)·v; rescale it and the sums to
+		// m = max(m1, m2), add the own keys' part, then normalise.
+		for i := range nq {
+			n := i0 + i + 1
+			x := sc[i*nk : i*nk+n]
+			qi := (row*a.T+i0+i)*a.Heads + h
+			m := max(pm[qi], rowMax(x))
+			l2 := expSubSum(x, m)
+			c1 := expFlush(pm[qi] - m)
+			clear(sc[i*nk+n : (i+1)*nk])
+			o := od[q0+i*qs : q0+i*qs+hd]
+			scaleVec(o, o, c1)
+			den[i] = pl[qi]*c1 + l2
+		}
+		b.sgemm(false, false, nq, hd, i1, 1, sc, nk, vd[k0:], ks, 1, od[q0:], qs)
+		for i := range nq {
+			o := od[q0+i*qs : q0+i*qs+hd]
+			scaleVec(o, o, 1/den[i])
 		}
 		b.putScratch(s)
 	})
 }
 
-// softmaxPrefix replaces s[:n] with its softmax and zeroes s[n:].
-func softmaxPrefix(s []float32, n int) {
-	x := s[:n]
+// prefixChunk is the number of queries multiplied against a prefix at a
+// time.
+const prefixChunk = 128
+
+// hasPrefix reports whether some row of a has prefix keys.
+func hasPrefix(a tensor.AttnArgs) bool {
+	for _, p := range a.Prefix {
+		if p.Len > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// attendPrefix computes, for every query of a row with a prefix, the
+// prefix part of its attention: with s the scaled scores against the prefix
+// keys, it writes m1 = max s to pm, l1 = Σ e^(s−m1) to pl (both at index
+// token·Heads + head) and Σ e^(s−m1)·v to the query's place in od. The
+// queries of the rows sharing one prefix entry and of the query heads of one
+// kv head form one matrix, [rows, T, heads of the group] in that order,
+// taken prefixChunk queries at a time.
+func (b *Backend) attendPrefix(od, qd, pm, pl []float32, a tensor.AttnArgs) {
+	hd, group := a.HeadDim, a.Heads/a.KVHeads
+	ks := a.KVHeads * hd
+	type key struct {
+		k   tensor.Tensor
+		len int
+	}
+	var groups [][]int // rows of each distinct prefix
+	index := map[key]int{}
+	for row, p := range a.Prefix {
+		if p.Len == 0 {
+			continue
+		}
+		kk := key{p.K, p.Len}
+		g, ok := index[kk]
+		if !ok {
+			g = len(groups)
+			index[kk] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], row)
+	}
+	type task struct{ g, kvh, c0, c1 int }
+	var tasks []task
+	perRow := a.T * group
+	for g, rows := range groups {
+		m := len(rows) * perRow
+		chunks := (m + prefixChunk - 1) / prefixChunk
+		step := (m + chunks - 1) / chunks
+		for kvh := range a.KVHeads {
+			for c0 := 0; c0 < m; c0 += step {
+				tasks = append(tasks, task{g, kvh, c0, min(m, c0+step)})
+			}
+		}
+	}
+	// Longest prefixes first, for balance.
+	slices.SortStableFunc(tasks, func(x, y task) int {
+		return a.Prefix[groups[y.g][0]].Len - a.Prefix[groups[x.g][0]].Len
+	})
+	b.parallel(len(tasks), func(ti int) {
+		t := tasks[ti]
+		rows := groups[t.g]
+		kv := a.Prefix[rows[0]]
+		p, mc := kv.Len, t.c1-t.c0
+		pk, pv := data(kv.K)[t.kvh*hd:], data(kv.V)[t.kvh*hd:]
+		s := b.getScratch(mc * (2*hd + p))
+		qc, oc, sc := s.d[:mc*hd], s.d[mc*hd:2*mc*hd], s.d[2*mc*hd:]
+		// Query j of the group's matrix: row rows[j/perRow], position
+		// (j%perRow)/group, head kvh·group + j%group.
+		place := func(j int) int {
+			row, r := rows[j/perRow], j%perRow
+			return (row*a.T+r/group)*a.Heads + t.kvh*group + r%group
+		}
+		for j := t.c0; j < t.c1; j++ {
+			copy(qc[(j-t.c0)*hd:(j-t.c0+1)*hd], qd[place(j)*hd:])
+		}
+		b.sgemm(false, true, mc, p, hd, a.Scale, qc, hd, pk, ks, 0, sc, p)
+		for i := range mc {
+			x := sc[i*p : (i+1)*p]
+			qi := place(t.c0 + i)
+			pm[qi] = rowMax(x)
+			pl[qi] = expSubSum(x, pm[qi])
+		}
+		b.sgemm(false, false, mc, hd, p, 1, sc, p, pv, ks, 0, oc, hd)
+		for i := range mc {
+			copy(od[place(t.c0+i)*hd:][:hd], oc[i*hd:(i+1)*hd])
+		}
+		b.putScratch(s)
+	})
+}
+
+// rowMax returns the largest of x (at least one element).
+func rowMax(x []float32) float32 {
 	m := float32(math.Inf(-1))
 	i := 0
-	if haveKernel && n >= 8 {
-		i = n &^ 7
+	if haveKernel && len(x) >= 8 {
+		i = len(x) &^ 7
 		m = maxAVX2(&x[0], i)
 	}
 	for _, v := range x[i:] {
 		m = max(m, v)
 	}
+	return m
+}
+
+// expSubSum replaces x[i] with expFlush(x[i] − m) and returns their sum.
+func expSubSum(x []float32, m float32) float32 {
 	var sum float32
-	i = 0
-	if haveKernel && n >= 8 {
-		i = n &^ 7
+	i := 0
+	if haveKernel && len(x) >= 8 {
+		i = len(x) &^ 7
 		var lanes [8]float32
 		expSubSumAVX2(&x[0], &x[0], i, m, &lanes)
 		sum = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]))
 	}
-	for j := i; j < n; j++ {
+	for j := i; j < len(x); j++ {
 		e := expFlush(x[j] - m)
 		x[j] = e
 		sum += e
 	}
+	return sum
+}
+
+// softmaxPrefix replaces s[:n] with its softmax and zeroes s[n:].
+func softmaxPrefix(s []float32, n int) {
+	x := s[:n]
+	sum := expSubSum(x, rowMax(x))
 	scaleVec(x, x, 1/sum)
 	clear(s[n:])
 }

@@ -21,6 +21,10 @@ func TestAttention(t *testing.T) {
 			{3, 65, 8, 2, 32, []int{0, 7, 7}}, // rows 1 and 2 share one prefix
 			{2, 63, 6, 3, 20, []int{64, 1}},
 			{1, 130, 2, 2, 64, nil},
+			// Prefix queries in several chunks: rows 0-2 share one prefix
+			// (3·40·2 queries per kv head), row 4 has its own.
+			{5, 40, 4, 2, 32, []int{300, 300, 300, 0, 9}},
+			{1, 130, 4, 2, 16, []int{3}},
 		} {
 			t.Run(fmt.Sprintf("%s/B%d,T%d,H%d/%d,hd%d,prefix%v", tb.name, c.b, c.t, c.heads, c.kvh, c.hd, c.prefix), func(t *testing.T) {
 				b := tb.b
