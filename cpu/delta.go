@@ -224,10 +224,7 @@ func (b *Backend) deltaChunk(ws *deltaScratch, cl, dk, dv int, st []float32) {
 
 // l2norm writes scale · x / sqrt(Σx² + 1e-6) into dst.
 func l2norm(dst, x []float32, scale float32) {
-	var ss float64
-	for _, v := range x {
-		ss += float64(v) * float64(v)
-	}
+	ss := sumSq(x)
 	f := float32(1/math.Sqrt(float64(float32(ss))+1e-6)) * scale
 	for i, v := range x {
 		dst[i] = v * f

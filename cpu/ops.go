@@ -101,10 +101,7 @@ func (b *Backend) GatedRMSNorm(out, x, z tensor.Tensor, w *tensor.Weight, rows, 
 
 // rmsScale returns 1/sqrt(mean(x²) + eps), accumulating in float64.
 func rmsScale(x []float32, eps float32) float32 {
-	var ss float64
-	for _, v := range x {
-		ss += float64(v) * float64(v)
-	}
+	ss := sumSq(x)
 	return float32(1 / math.Sqrt(float64(float32(ss/float64(len(x))))+float64(eps)))
 }
 
@@ -148,4 +145,18 @@ func ropeInvFreq(rd int, theta float32) []float32 {
 		inv[i] = 1 / p
 	}
 	return inv
+}
+
+// sumSq returns Σ x[i]² in float64.
+func sumSq(x []float32) float64 {
+	var ss float64
+	i := 0
+	if haveKernel && len(x) >= 8 {
+		i = len(x) &^ 7
+		ss = sumSqAVX2(&x[0], i)
+	}
+	for _, v := range x[i:] {
+		ss += float64(v) * float64(v)
+	}
+	return ss
 }

@@ -221,3 +221,19 @@ func TestCopyReadWrite(t *testing.T) {
 		b.Free(st)
 	}
 }
+
+// TestSumSq checks the vectorised sum of squares against a scalar float64
+// sum at lengths around the 8-wide blocks.
+func TestSumSq(t *testing.T) {
+	rng := newRNG(t)
+	for n := range 41 {
+		x := randVec(rng, n, 3)
+		var want float64
+		for _, v := range x {
+			want += float64(v) * float64(v)
+		}
+		if got := sumSq(x); math.Abs(got-want) > 1e-12*max(want, 1) {
+			t.Errorf("n=%d: sumSq = %.17g, want %.17g", n, got, want)
+		}
+	}
+}

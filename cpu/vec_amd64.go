@@ -28,3 +28,6 @@ func maxAVX2(src *float32, n int) float32
 
 //go:noescape
 func expSubSumAVX2(dst, src *float32, n int, m float32, sum *[8]float32)
+
+//go:noescape
+func sumSqAVX2(x *float32, n int) float64

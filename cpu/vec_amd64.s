@@ -520,3 +520,32 @@ esdone:
 	VMOVUPS Y11, (DX)
 	VZEROUPPER
 	RET
+
+// func sumSqAVX2(x *float32, n int) float64
+//
+// Σ x[i]² for i < n, n a positive multiple of 8, each square and sum in
+// float64 (in 8 lanes, then added pairwise).
+TEXT ·sumSqAVX2(SB), NOSPLIT, $0-24
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	SHRQ $3, CX
+	VXORPD Y0, Y0, Y0
+	VXORPD Y2, Y2, Y2
+
+sqloop:
+	VCVTPS2PD (SI), Y1
+	VCVTPS2PD 16(SI), Y3
+	VFMADD231PD Y1, Y1, Y0
+	VFMADD231PD Y3, Y3, Y2
+	ADDQ $32, SI
+	DECQ CX
+	JNZ  sqloop
+
+	VADDPD Y2, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VADDPD X1, X0, X0
+	VPERMILPD $1, X0, X1
+	VADDSD X1, X0, X0
+	VMOVSD X0, ret+16(FP)
+	VZEROUPPER
+	RET

@@ -21,3 +21,4 @@ func maxAVX2(src *float32, n int) float32 { panic("cpu: no vector loops on this 
 func expSubSumAVX2(dst, src *float32, n int, m float32, sum *[8]float32) {
 	panic("cpu: no vector loops on this architecture")
 }
+func sumSqAVX2(x *float32, n int) float64 { panic("cpu: no vector loops on this architecture") }
