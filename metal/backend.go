@@ -560,17 +560,28 @@ func (b *Backend) CausalConv(out, x tensor.Tensor, w *tensor.Weight, a tensor.Co
 	}
 }
 
-// deltaMaxDK is the largest key head dimension of the delta rule kernel.
-const deltaMaxDK = 128
+// Limits of the chunked delta rule kernels: key and value head dimensions
+// and the chunk length (their threadgroup arrays are sized for these).
+const (
+	deltaMaxDK    = 128
+	deltaMaxDV    = 128
+	deltaMaxChunk = 64
+)
 
-// GatedDelta runs the gated delta rule as a per-position recurrence with a
-// float32 state (a.Chunk does not change the result beyond rounding).
+// GatedDelta runs the gated delta rule in the chunked form of qwen35.md §5.5
+// with a float32 state: delta_chunk_prep solves every chunk's triangular
+// system of every row and head at once (it does not depend on the state),
+// then delta_chunk_scan carries each row's state through its chunks in order.
 func (b *Backend) GatedDelta(out, qkv, alpha, beta tensor.Tensor, aLog, dtBias *tensor.Weight, a tensor.DeltaArgs) {
 	if a.B == 0 || a.T == 0 {
 		return
 	}
-	if a.DK > deltaMaxDK || a.NK == 0 || a.NV%a.NK != 0 {
-		panic(fmt.Sprintf("metal: gated delta: %d value heads over %d key heads of dim %d (max %d)", a.NV, a.NK, a.DK, deltaMaxDK))
+	if a.DK > deltaMaxDK || a.DV > deltaMaxDV || a.DK <= 0 || a.DV <= 0 || a.NK <= 0 || a.NV%a.NK != 0 {
+		panic(fmt.Sprintf("metal: gated delta: %d value heads of dim %d over %d key heads of dim %d (dims at most %d and %d)",
+			a.NV, a.DV, a.NK, a.DK, deltaMaxDK, deltaMaxDV))
+	}
+	if a.Chunk <= 0 || a.Chunk > deltaMaxChunk {
+		panic(fmt.Sprintf("metal: gated delta: chunk %d outside 1..%d", a.Chunk, deltaMaxChunk))
 	}
 	if len(a.State) != a.B {
 		panic(fmt.Sprintf("metal: gated delta: %d states for %d rows", len(a.State), a.B))
@@ -582,12 +593,25 @@ func (b *Backend) GatedDelta(out, qkv, alpha, beta tensor.Tensor, aLog, dtBias *
 	checkRange("delta alpha", 0, n*a.NV, alpha.Len())
 	checkRange("delta beta", 0, n*a.NV, beta.Len())
 	checkRange("delta out", 0, n*a.NV*a.DV, out.Len())
+	for row, st := range a.State {
+		if st == nil {
+			panic(fmt.Sprintf("metal: gated delta: row %d has no state", row))
+		}
+		checkRange("delta state", 0, a.NV*a.DK*a.DV, st.Len())
+	}
+	c := a.Chunk
+	nc := ceilDiv(a.T, c)
+	blocks := a.B * a.NV * nc
 	qn := b.Alloc(n * a.NK * a.DK)
 	kn := b.Alloc(n * a.NK * a.DK)
 	bt := b.Alloc(n * a.NV)
 	g := b.Alloc(n * a.NV)
+	e := b.Alloc(blocks * 2 * c)
+	w := b.Alloc(blocks * c * a.DK)
+	u := b.Alloc(blocks * c * a.DV)
+	pm := b.Alloc(blocks * c * c)
 	defer func() {
-		for _, t := range []tensor.Tensor{qn, kn, bt, g} {
+		for _, t := range []tensor.Tensor{qn, kn, bt, g, e, w, u, pm} {
 			b.Free(t)
 		}
 	}()
@@ -596,15 +620,13 @@ func (b *Backend) GatedDelta(out, qkv, alpha, beta tensor.Tensor, aLog, dtBias *
 	b.run("delta_gates", [3]int{ceilDiv(a.NV, 32), n, 1}, [3]int{32, 1, 1},
 		arg(0, bt, 0), arg(1, g, 0), arg(2, alpha, 0), arg(3, beta, 0),
 		binding{index: 4, buf: b.vector(aLog)}, binding{index: 5, buf: b.vector(dtBias)}, bytesArg(6, p))
-	for row := 0; row < a.B; row++ {
-		st := a.State[row]
-		if st == nil {
-			panic(fmt.Sprintf("metal: gated delta: row %d has no state", row))
-		}
-		checkRange("delta state", 0, a.NV*a.DK*a.DV, st.Len())
-		b.run("delta_scan", [3]int{ceilDiv(a.DV, 32), a.NV, 1}, [3]int{32, 1, 1},
-			arg(0, out, 0), arg(1, st, 0), arg(2, qn, 0), arg(3, kn, 0), arg(4, qkv, 0), arg(5, bt, 0), arg(6, g, 0),
-			bytesArg(7, params(a.T, a.NK, a.NV, a.DK, a.DV, row, n)))
+	b.run("delta_chunk_prep", [3]int{nc, a.NV, a.B}, [3]int{128, 1, 1},
+		arg(0, e, 0), arg(1, w, 0), arg(2, u, 0), arg(3, pm, 0), arg(4, qn, 0), arg(5, kn, 0), arg(6, qkv, 0),
+		arg(7, bt, 0), arg(8, g, 0), bytesArg(9, params(a.T, a.NK, a.NV, a.DK, a.DV, 0, c, nc)))
+	for row, st := range a.State {
+		b.run("delta_chunk_scan", [3]int{ceilDiv(a.DV, 32), a.NV, 1}, [3]int{128, 1, 1},
+			arg(0, out, 0), arg(1, st, 0), arg(2, e, 0), arg(3, w, 0), arg(4, u, 0), arg(5, pm, 0),
+			arg(6, qn, 0), arg(7, kn, 0), bytesArg(8, params(a.T, a.NK, a.NV, a.DK, a.DV, row, c, nc)))
 	}
 }
 

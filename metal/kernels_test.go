@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/startlux/startlux/tensor"
@@ -249,13 +250,22 @@ func TestCausalConv(t *testing.T) {
 }
 
 func TestGatedDelta(t *testing.T) {
-	for _, s := range []struct{ b, t, nk, nv, dk, dv int }{
-		{1, 1, 1, 1, 16, 8},
-		{2, 5, 2, 4, 16, 24},
-		{1, 70, 2, 4, 16, 40},
-		{2, 9, 1, 2, 128, 33},
+	// Lengths around the chunk (1, 63, 64, 65, 130 positions: one to three
+	// chunks, a short last one), several rows, several value heads per key
+	// head, dk ≠ dv, value dims that are not whole blocks of 32, the largest
+	// dims, and a short chunk (many chunks per row).
+	for _, s := range []struct{ b, t, nk, nv, dk, dv, chunk int }{
+		{1, 1, 1, 1, 16, 8, 64},
+		{2, 5, 2, 4, 16, 24, 64},
+		{1, 63, 1, 2, 32, 48, 64},
+		{1, 64, 2, 4, 16, 40, 64},
+		{3, 65, 1, 3, 24, 70, 64},
+		{2, 130, 2, 4, 40, 20, 64},
+		{2, 9, 1, 2, 128, 33, 64},
+		{1, 70, 1, 1, 128, 128, 64},
+		{2, 50, 1, 2, 16, 16, 16},
 	} {
-		t.Run(fmt.Sprintf("b%d_t%d_%dx%d_%dx%d", s.b, s.t, s.nk, s.nv, s.dk, s.dv), func(t *testing.T) {
+		t.Run(fmt.Sprintf("b%d_t%d_%dx%d_%dx%d_c%d", s.b, s.t, s.nk, s.nv, s.dk, s.dv, s.chunk), func(t *testing.T) {
 			p := newPair(t, uint64(s.t*100+s.dv))
 			n := s.b * s.t
 			qkv := p.upload(p.vec(n*(2*s.nk*s.dk+s.nv*s.dv), 1))
@@ -264,7 +274,7 @@ func TestGatedDelta(t *testing.T) {
 			aLog := tensor.FromFloat32("A_log", tensor.F32, []int{s.nv}, p.vec(s.nv, 1))
 			dtb := tensor.FromFloat32("dt_bias", tensor.BF16, []int{s.nv}, p.vec(s.nv, 1))
 			out := p.poisoned(n * s.nv * s.dv)
-			am := tensor.DeltaArgs{B: s.b, T: s.t, NK: s.nk, NV: s.nv, DK: s.dk, DV: s.dv, Chunk: 64}
+			am := tensor.DeltaArgs{B: s.b, T: s.t, NK: s.nk, NV: s.nv, DK: s.dk, DV: s.dv, Chunk: s.chunk}
 			ac := am
 			var states []dual
 			for row := 0; row < s.b; row++ {
@@ -279,6 +289,36 @@ func TestGatedDelta(t *testing.T) {
 			for row, st := range states {
 				p.check(fmt.Sprintf("delta state %d", row), st, s.dk*s.dv, 2e-5)
 			}
+		})
+	}
+}
+
+// TestGatedDeltaLimits checks that shapes beyond the kernels' threadgroup
+// arrays are refused with a message naming the problem.
+func TestGatedDeltaLimits(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		a    tensor.DeltaArgs
+		want string
+	}{
+		{"dk", tensor.DeltaArgs{B: 1, T: 1, NK: 1, NV: 1, DK: 129, DV: 8, Chunk: 64}, "key heads of dim 129"},
+		{"dv", tensor.DeltaArgs{B: 1, T: 1, NK: 1, NV: 1, DK: 8, DV: 129, Chunk: 64}, "value heads of dim 129"},
+		{"chunk", tensor.DeltaArgs{B: 1, T: 1, NK: 1, NV: 1, DK: 8, DV: 8, Chunk: 65}, "chunk 65"},
+		{"heads", tensor.DeltaArgs{B: 1, T: 1, NK: 2, NV: 3, DK: 8, DV: 8, Chunk: 64}, "3 value heads"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			be := emulated(t)
+			x := be.Alloc(1)
+			defer be.Free(x)
+			w := tensor.FromFloat32("w", tensor.F32, []int{c.a.NV}, make([]float32, c.a.NV))
+			defer func() {
+				r := recover()
+				msg, _ := r.(string)
+				if !strings.Contains(msg, c.want) {
+					t.Fatalf("panic %v, want one mentioning %q", r, c.want)
+				}
+			}()
+			be.GatedDelta(x, x, x, x, w, w, c.a)
 		})
 	}
 }
