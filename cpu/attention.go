@@ -180,7 +180,14 @@ func (b *Backend) attendPrefix(od, qd, pm, pl []float32, a tensor.AttnArgs) {
 func rowMax(x []float32) float32 {
 	m := float32(math.Inf(-1))
 	i := 0
-	if haveKernel && len(x) >= 8 {
+	if haveAVX512 && len(x) >= 16 {
+		i = len(x) &^ 15
+		var lanes [16]float32
+		maxAVX512(&x[0], i, &lanes)
+		for _, v := range lanes {
+			m = max(m, v)
+		}
+	} else if haveKernel && len(x) >= 8 {
 		i = len(x) &^ 7
 		m = maxAVX2(&x[0], i)
 	}
@@ -194,7 +201,13 @@ func rowMax(x []float32) float32 {
 func expSubSum(x []float32, m float32) float32 {
 	var sum float32
 	i := 0
-	if haveKernel && len(x) >= 8 {
+	if haveAVX512 && len(x) >= 16 {
+		i = len(x) &^ 15
+		var l [16]float32
+		expSubSumAVX512(&x[0], &x[0], i, m, &l)
+		sum = (((l[0] + l[8]) + (l[1] + l[9])) + ((l[2] + l[10]) + (l[3] + l[11]))) +
+			(((l[4] + l[12]) + (l[5] + l[13])) + ((l[6] + l[14]) + (l[7] + l[15])))
+	} else if haveKernel && len(x) >= 8 {
 		i = len(x) &^ 7
 		var lanes [8]float32
 		expSubSumAVX2(&x[0], &x[0], i, m, &lanes)

@@ -117,30 +117,45 @@ func TestAttention(t *testing.T) {
 // zeroed.
 func TestSoftmaxPrefix(t *testing.T) {
 	rng := newRNG(t)
-	for _, c := range []struct{ n, width int }{{1, 1}, {1, 9}, {7, 7}, {8, 8}, {9, 16}, {63, 64}, {1568, 1600}} {
-		t.Run(fmt.Sprintf("n%d/width%d", c.n, c.width), func(t *testing.T) {
-			s := randVec(rng, c.width, 8)
-			s[rng.IntN(c.n)] = 30 // a dominant score
-			want := make([]float64, c.width)
-			m := math.Inf(-1)
-			for _, v := range s[:c.n] {
-				m = math.Max(m, float64(v))
-			}
-			var sum float64
-			for i, v := range s[:c.n] {
-				want[i] = math.Exp(float64(v) - m)
-				sum += want[i]
-			}
-			for i := range want[:c.n] {
-				want[i] /= sum
-			}
-			softmaxPrefix(s, c.n)
-			checkClose(t, "softmax", s, want, 1e-6)
-			for i, v := range s[c.n:] {
-				if v != 0 {
-					t.Fatalf("s[%d] = %g past n, want 0", c.n+i, v)
+	defer func(k, z bool) { haveKernel, haveAVX512 = k, z }(haveKernel, haveAVX512)
+	type path struct {
+		name        string
+		kernel, z16 bool
+	}
+	paths := []path{{"portable", false, false}}
+	if kernelOK {
+		paths = append(paths, path{"avx2", true, false})
+	}
+	if haveAVX512 {
+		paths = append(paths, path{"avx512", true, true})
+	}
+	for _, p := range paths {
+		haveKernel, haveAVX512 = p.kernel, p.z16
+		for _, c := range []struct{ n, width int }{{1, 1}, {1, 9}, {7, 7}, {8, 8}, {9, 16}, {17, 17}, {31, 33}, {63, 64}, {1568, 1600}} {
+			t.Run(fmt.Sprintf("%s/n%d/width%d", p.name, c.n, c.width), func(t *testing.T) {
+				s := randVec(rng, c.width, 8)
+				s[rng.IntN(c.n)] = 30 // a dominant score
+				want := make([]float64, c.width)
+				m := math.Inf(-1)
+				for _, v := range s[:c.n] {
+					m = math.Max(m, float64(v))
 				}
-			}
-		})
+				var sum float64
+				for i, v := range s[:c.n] {
+					want[i] = math.Exp(float64(v) - m)
+					sum += want[i]
+				}
+				for i := range want[:c.n] {
+					want[i] /= sum
+				}
+				softmaxPrefix(s, c.n)
+				checkClose(t, "softmax", s, want, 1e-6)
+				for i, v := range s[c.n:] {
+					if v != 0 {
+						t.Fatalf("s[%d] = %g past n, want 0", c.n+i, v)
+					}
+				}
+			})
+		}
 	}
 }

@@ -31,3 +31,9 @@ func expSubSumAVX2(dst, src *float32, n int, m float32, sum *[8]float32)
 
 //go:noescape
 func sumSqAVX2(x *float32, n int) float64
+
+//go:noescape
+func expSubSumAVX512(dst, src *float32, n int, m float32, sum *[16]float32)
+
+//go:noescape
+func maxAVX512(src *float32, n int, lanes *[16]float32)

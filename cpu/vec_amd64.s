@@ -549,3 +549,106 @@ sqloop:
 	VMOVSD X0, ret+16(FP)
 	VZEROUPPER
 	RET
+
+// func expSubSumAVX512(dst, src *float32, n int, m float32, sum *[16]float32)
+//
+// expSubSumAVX2 in 16 lanes: dst[i] = expFlush(src[i] − m) for i < n, n a
+// multiple of 16, bit for bit as the scalar subtraction then expFlush (the
+// same operations as expFlushAVX2); sum[l] receives the sum of the results
+// in lane l. dst may equal src.
+TEXT ·expSubSumAVX512(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS m+24(FP), Z9
+	MOVQ sum+32(FP), DX
+	VPXORD Z11, Z11, Z11
+	SHRQ $4, CX
+	JZ   es5done
+	VBROADCASTSS flushc<>+0(SB), Z10
+	VBROADCASTSS expc<>+0(SB), Z16
+	VBROADCASTSS expc<>+32(SB), Z17
+	VBROADCASTSS expc<>+64(SB), Z18
+	VBROADCASTSS expc<>+96(SB), Z19
+	VBROADCASTSS expc<>+128(SB), Z20
+	VBROADCASTSS expc<>+160(SB), Z21
+	VBROADCASTSS expc<>+192(SB), Z22
+	VBROADCASTSS expc<>+224(SB), Z23
+	VBROADCASTSS expc<>+256(SB), Z24
+	VBROADCASTSS expc<>+288(SB), Z25
+	VBROADCASTSS expc<>+320(SB), Z26
+	VBROADCASTSS expc<>+352(SB), Z27
+	VBROADCASTSS expc<>+384(SB), Z28
+	VBROADCASTSS expc<>+416(SB), Z29
+	VBROADCASTSS expc<>+448(SB), Z30
+	VBROADCASTSS expc<>+480(SB), Z31
+
+es5loop:
+	VMOVUPS (SI), Z0
+	VSUBPS Z9, Z0, Z0
+	VMINPS Z16, Z0, Z1
+	VMAXPS Z17, Z1, Z1
+	VMULPS Z18, Z1, Z2
+	VADDPS Z19, Z2, Z2
+	VSUBPS Z19, Z2, Z3
+	VMULPS Z20, Z3, Z4
+	VSUBPS Z4, Z1, Z5
+	VMULPS Z21, Z3, Z4
+	VSUBPS Z4, Z5, Z5
+	VMULPS Z5, Z5, Z6
+	VMULPS Z22, Z5, Z7
+	VADDPS Z23, Z7, Z7
+	VMULPS Z5, Z7, Z7
+	VADDPS Z24, Z7, Z7
+	VMULPS Z5, Z7, Z7
+	VADDPS Z25, Z7, Z7
+	VMULPS Z5, Z7, Z7
+	VADDPS Z26, Z7, Z7
+	VMULPS Z5, Z7, Z7
+	VADDPS Z27, Z7, Z7
+	VMULPS Z6, Z7, Z7
+	VADDPS Z5, Z7, Z7
+	VADDPS Z28, Z7, Z7
+	VPANDD Z29, Z2, Z2
+	VPSUBD Z30, Z2, Z2
+	VPSLLD $23, Z2, Z2
+	VPADDD Z31, Z2, Z2
+	VMULPS Z2, Z7, Z7
+	VCMPPS $1, Z10, Z0, K1
+	VPXORD Z7, Z7, K1, Z7
+	VMOVUPS Z7, (DI)
+	VADDPS Z7, Z11, Z11
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  es5loop
+
+es5done:
+	VMOVUPS Z11, (DX)
+	VZEROUPPER
+	RET
+
+// func maxAVX512(src *float32, n int, lanes *[16]float32)
+//
+// lanes[l] = the largest of src[i] for i < n, i ≡ l mod 16, n a positive
+// multiple of 16 (VMAXPS, as maxAVX2).
+TEXT ·maxAVX512(SB), NOSPLIT, $0-24
+	MOVQ src+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ lanes+16(FP), DX
+	SHRQ $4, CX
+	VMOVUPS (SI), Z0
+	ADDQ $64, SI
+	DECQ CX
+	JZ   max5done
+
+max5loop:
+	VMAXPS (SI), Z0, Z0
+	ADDQ $64, SI
+	DECQ CX
+	JNZ  max5loop
+
+max5done:
+	VMOVUPS Z0, (DX)
+	VZEROUPPER
+	RET

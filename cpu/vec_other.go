@@ -22,3 +22,9 @@ func expSubSumAVX2(dst, src *float32, n int, m float32, sum *[8]float32) {
 	panic("cpu: no vector loops on this architecture")
 }
 func sumSqAVX2(x *float32, n int) float64 { panic("cpu: no vector loops on this architecture") }
+func expSubSumAVX512(dst, src *float32, n int, m float32, sum *[16]float32) {
+	panic("cpu: no vector loops on this architecture")
+}
+func maxAVX512(src *float32, n int, lanes *[16]float32) {
+	panic("cpu: no vector loops on this architecture")
+}
