@@ -176,23 +176,26 @@ func (b *Backend) attendPrefix(od, qd, pm, pl []float32, a tensor.AttnArgs) {
 	})
 }
 
-// rowMax returns the largest of x (at least one element).
+// rowMax returns the largest of x (at least one element). A NaN may be
+// skipped (it reaches the softmax through its exp all the same).
 func rowMax(x []float32) float32 {
 	m := float32(math.Inf(-1))
 	i := 0
 	if haveAVX512 && len(x) >= 16 {
 		i = len(x) &^ 15
-		var lanes [16]float32
-		maxAVX512(&x[0], i, &lanes)
-		for _, v := range lanes {
-			m = max(m, v)
+		m = maxAVX512(&x[0], i)
+	}
+	if haveKernel && len(x)-i >= 8 {
+		n := (len(x) - i) &^ 7
+		if v := maxAVX2(&x[i], n); v > m {
+			m = v
 		}
-	} else if haveKernel && len(x) >= 8 {
-		i = len(x) &^ 7
-		m = maxAVX2(&x[0], i)
+		i += n
 	}
 	for _, v := range x[i:] {
-		m = max(m, v)
+		if v > m {
+			m = v
+		}
 	}
 	return m
 }

@@ -36,4 +36,4 @@ func sumSqAVX2(x *float32, n int) float64
 func expSubSumAVX512(dst, src *float32, n int, m float32, sum *[16]float32)
 
 //go:noescape
-func maxAVX512(src *float32, n int, lanes *[16]float32)
+func maxAVX512(src *float32, n int) float32

@@ -628,19 +628,17 @@ es5done:
 	VZEROUPPER
 	RET
 
-// func maxAVX512(src *float32, n int, lanes *[16]float32)
+// func maxAVX512(src *float32, n int) float32
 //
-// lanes[l] = the largest of src[i] for i < n, i ≡ l mod 16, n a positive
-// multiple of 16 (VMAXPS, as maxAVX2).
-TEXT ·maxAVX512(SB), NOSPLIT, $0-24
+// The largest of src[:n], n a positive multiple of 16 (VMAXPS, as maxAVX2).
+TEXT ·maxAVX512(SB), NOSPLIT, $0-20
 	MOVQ src+0(FP), SI
 	MOVQ n+8(FP), CX
-	MOVQ lanes+16(FP), DX
 	SHRQ $4, CX
 	VMOVUPS (SI), Z0
 	ADDQ $64, SI
 	DECQ CX
-	JZ   max5done
+	JZ   max5reduce
 
 max5loop:
 	VMAXPS (SI), Z0, Z0
@@ -648,7 +646,15 @@ max5loop:
 	DECQ CX
 	JNZ  max5loop
 
-max5done:
-	VMOVUPS Z0, (DX)
+max5reduce:
+	VEXTRACTF64X4 $1, Z0, Y1
+	VMAXPS Y1, Y0, Y0
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0x4e, X0, X1
+	VMAXPS X1, X0, X0
+	VPERMILPS $0xb1, X0, X1
+	VMAXPS X1, X0, X0
+	VMOVSS X0, ret+16(FP)
 	VZEROUPPER
 	RET
