@@ -210,11 +210,13 @@ func expSubSum(x []float32, m float32) float32 {
 		expSubSumAVX512(&x[0], &x[0], i, m, &l)
 		sum = (((l[0] + l[8]) + (l[1] + l[9])) + ((l[2] + l[10]) + (l[3] + l[11]))) +
 			(((l[4] + l[12]) + (l[5] + l[13])) + ((l[6] + l[14]) + (l[7] + l[15])))
-	} else if haveKernel && len(x) >= 8 {
-		i = len(x) &^ 7
-		var lanes [8]float32
-		expSubSumAVX2(&x[0], &x[0], i, m, &lanes)
-		sum = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) + ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]))
+	}
+	if haveKernel && len(x)-i >= 8 {
+		n := (len(x) - i) &^ 7
+		var l [8]float32
+		expSubSumAVX2(&x[i], &x[i], n, m, &l)
+		sum += ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]))
+		i += n
 	}
 	for j := i; j < len(x); j++ {
 		e := expFlush(x[j] - m)
