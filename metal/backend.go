@@ -602,16 +602,19 @@ func (b *Backend) GatedDelta(out, qkv, alpha, beta tensor.Tensor, aLog, dtBias *
 	c := a.Chunk
 	nc := ceilDiv(a.T, c)
 	blocks := a.B * a.NV * nc
+	c8, k8, v32 := 8*ceilDiv(c, 8), 8*ceilDiv(a.DK, 8), 32*ceilDiv(a.DV, 32)
 	qn := b.Alloc(n * a.NK * a.DK)
 	kn := b.Alloc(n * a.NK * a.DK)
 	bt := b.Alloc(n * a.NV)
 	g := b.Alloc(n * a.NV)
 	e := b.Alloc(blocks * 2 * c)
-	w := b.Alloc(blocks * c * a.DK)
-	u := b.Alloc(blocks * c * a.DV)
-	pm := b.Alloc(blocks * c * c)
+	w := b.Alloc(blocks * c8 * k8)
+	u := b.Alloc(blocks * c8 * v32)
+	pm := b.Alloc(blocks * c8 * c8)
+	qe := b.Alloc(blocks * c8 * k8)
+	kd := b.Alloc(blocks * c8 * k8)
 	defer func() {
-		for _, t := range []tensor.Tensor{qn, kn, bt, g, e, w, u, pm} {
+		for _, t := range []tensor.Tensor{qn, kn, bt, g, e, w, u, pm, qe, kd} {
 			b.Free(t)
 		}
 	}()
@@ -621,12 +624,13 @@ func (b *Backend) GatedDelta(out, qkv, alpha, beta tensor.Tensor, aLog, dtBias *
 		arg(0, bt, 0), arg(1, g, 0), arg(2, alpha, 0), arg(3, beta, 0),
 		binding{index: 4, buf: b.vector(aLog)}, binding{index: 5, buf: b.vector(dtBias)}, bytesArg(6, p))
 	b.run("delta_chunk_prep", [3]int{nc, a.NV, a.B}, [3]int{128, 1, 1},
-		arg(0, e, 0), arg(1, w, 0), arg(2, u, 0), arg(3, pm, 0), arg(4, qn, 0), arg(5, kn, 0), arg(6, qkv, 0),
-		arg(7, bt, 0), arg(8, g, 0), bytesArg(9, params(a.T, a.NK, a.NV, a.DK, a.DV, 0, c, nc)))
+		arg(0, e, 0), arg(1, w, 0), arg(2, u, 0), arg(3, pm, 0), arg(4, qe, 0), arg(5, kd, 0),
+		arg(6, qn, 0), arg(7, kn, 0), arg(8, qkv, 0), arg(9, bt, 0), arg(10, g, 0),
+		bytesArg(11, params(a.T, a.NK, a.NV, a.DK, a.DV, 0, c, nc)))
 	for row, st := range a.State {
 		b.run("delta_chunk_scan", [3]int{ceilDiv(a.DV, 32), a.NV, 1}, [3]int{128, 1, 1},
 			arg(0, out, 0), arg(1, st, 0), arg(2, e, 0), arg(3, w, 0), arg(4, u, 0), arg(5, pm, 0),
-			arg(6, qn, 0), arg(7, kn, 0), bytesArg(8, params(a.T, a.NK, a.NV, a.DK, a.DV, row, c, nc)))
+			arg(6, qe, 0), arg(7, kd, 0), bytesArg(8, params(a.T, a.NK, a.NV, a.DK, a.DV, row, c, nc)))
 	}
 }
 

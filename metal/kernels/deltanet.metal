@@ -97,32 +97,44 @@ struct DeltaChunkParams {
   uint T, NK, NV, DK, DV, row, C, NC;
 };
 
+// Padded sizes of the per-chunk scratch: chunk rows and key dims to whole
+// 8×8 tiles, value dims to whole blocks of 32.
+inline uint pad8(uint n) { return (n + 7) & ~7u; }
+inline uint pad32(uint n) { return (n + 31) & ~31u; }
+
 // The gated delta rule in the chunked form of qwen35.md §5.5, in two kernels.
 // Chunks of C positions start at each row's first position; the last chunk of
 // a row may be shorter (L < C positions), which equals padding it with zeros.
+// With C8 = pad8(C), K8 = pad8(DK), V32 = pad32(DV):
 //
 // delta_chunk_prep does everything that does not depend on the state, for
 // every (chunk, value head, row) at once: one threadgroup of 128 threads each.
-// It writes per chunk, at block index ((row·NV + head)·NC + chunk):
-//   e: [2C]    exp(γ_i), then exp(γ_{L−1} − γ_i)
-//   w: [C, DK] W = (I + A)⁻¹ diag(exp γ) Kβ
-//   u: [C, DV] U = (I + A)⁻¹ Vβ
-//   pm: [C, C] P = (Q Kᵀ) ⊙ D, lower triangle with the diagonal (the rest unwritten)
+// It writes per chunk, at block index ((row·NV + head)·NC + chunk), zero
+// wherever a row ≥ L or a column ≥ DK (DV) pads a tile:
+//   e:  [2C]       exp(γ_i), then exp(γ_{L−1} − γ_i)
+//   w:  [C8, K8]   −W, W = (I + A)⁻¹ diag(exp γ) Kβ (negated so that V' = U + (−W) S
+//                  is one multiply-accumulate onto U)
+//   u:  [C8, V32]  U = (I + A)⁻¹ Vβ
+//   pm: [C8, C8]   P = (Q Kᵀ) ⊙ D, lower triangle with the diagonal, zero above
+//   qe: [C8, K8]   diag(exp γ) Q
+//   kd: [C8, K8]   diag(exp(γ_{L−1} − γ)) K
 // with γ the cumulative log-decay inside the chunk, D_ij = exp(γ_i − γ_j) for
 // j ≤ i (masked before exp) and A = strictly_lower(Kβ Kᵀ ⊙ D). The triangular
 // solves run one column of [W | U] per thread by forward substitution, so
 // they need no barrier.
 kernel void delta_chunk_prep(device float* e [[buffer(0)]], device float* w [[buffer(1)]],
                              device float* u [[buffer(2)]], device float* pm [[buffer(3)]],
-                             device const float* qn [[buffer(4)]], device const float* kn [[buffer(5)]],
-                             device const float* qkv [[buffer(6)]], device const float* beta [[buffer(7)]],
-                             device const float* g [[buffer(8)]], constant DeltaChunkParams& p [[buffer(9)]],
+                             device float* qe [[buffer(4)]], device float* kd [[buffer(5)]],
+                             device const float* qn [[buffer(6)]], device const float* kn [[buffer(7)]],
+                             device const float* qkv [[buffer(8)]], device const float* beta [[buffer(9)]],
+                             device const float* g [[buffer(10)]], constant DeltaChunkParams& p [[buffer(11)]],
                              uint3 tg [[threadgroup_position_in_grid]],
                              uint tid [[thread_index_in_threadgroup]]) {
   threadgroup float gam[DELTA_MAX_C];
   threadgroup float bt[DELTA_MAX_C];
   threadgroup float A[DELTA_MAX_C * DELTA_MAX_C];
   const uint nth = 128;
+  uint C8 = pad8(p.C), K8 = pad8(p.DK), V32 = pad32(p.DV);
   uint ch = tg.x, j = tg.y, row = tg.z;
   uint c0 = ch * p.C;
   uint L = min(p.C, p.T - c0);
@@ -131,9 +143,11 @@ kernel void delta_chunk_prep(device float* e [[buffer(0)]], device float* w [[bu
   uint tok0 = row * p.T + c0;
   uint blk = (row * p.NV + j) * p.NC + ch;
   device float* eb = e + blk * 2 * p.C;
-  device float* wb = w + blk * p.C * p.DK;
-  device float* ub = u + blk * p.C * p.DV;
-  device float* pb = pm + blk * p.C * p.C;
+  device float* wb = w + blk * C8 * K8;
+  device float* ub = u + blk * C8 * V32;
+  device float* pb = pm + blk * C8 * C8;
+  device float* qb = qe + blk * C8 * K8;
+  device float* kb = kd + blk * C8 * K8;
 
   if (tid < L) {
     gam[tid] = g[(tok0 + tid) * p.NV + j];
@@ -154,11 +168,25 @@ kernel void delta_chunk_prep(device float* e [[buffer(0)]], device float* w [[bu
     eb[i] = exp(gam[i]);
     eb[p.C + i] = exp(gl - gam[i]);
   }
-  // A (strictly lower) into threadgroup memory, P (lower with diagonal) to
-  // device memory: one dot product over DK per entry.
-  for (uint x = tid; x < L * L; x += nth) {
-    uint r = x / L, c = x % L;
-    if (c > r) continue;
+  // Scaled copies of Q and K, padded.
+  for (uint x = tid; x < C8 * K8; x += nth) {
+    uint r = x / K8, d = x % K8;
+    float qv = 0.0f, kv = 0.0f;
+    if (r < L && d < p.DK) {
+      qv = exp(gam[r]) * qn[((tok0 + r) * p.NK + kh) * p.DK + d];
+      kv = exp(gl - gam[r]) * kn[((tok0 + r) * p.NK + kh) * p.DK + d];
+    }
+    qb[x] = qv;
+    kb[x] = kv;
+  }
+  // A (strictly lower) into threadgroup memory, P (lower with diagonal, zero
+  // elsewhere) to device memory: one dot product over DK per entry.
+  for (uint x = tid; x < C8 * C8; x += nth) {
+    uint r = x / C8, c = x % C8;
+    if (c > r || r >= L) {
+      pb[x] = 0.0f;
+      continue;
+    }
     device const float* kr = kn + ((tok0 + r) * p.NK + kh) * p.DK;
     device const float* qr = qn + ((tok0 + r) * p.NK + kh) * p.DK;
     device const float* kc = kn + ((tok0 + c) * p.NK + kh) * p.DK;
@@ -168,91 +196,136 @@ kernel void delta_chunk_prep(device float* e [[buffer(0)]], device float* w [[bu
       dqk += qr[d] * kc[d];
     }
     float dec = exp(gam[r] - gam[c]);
-    pb[r * p.C + c] = dqk * dec;
+    pb[x] = dqk * dec;
     if (c < r) A[r * DELTA_MAX_C + c] = bt[r] * dkk * dec;
   }
   threadgroup_barrier(mem_flags::mem_threadgroup);
   // Forward substitution, one column of [W | U] per thread at a time:
-  // x_i = rhs_i − Σ_{m<i} A_im x_m.
-  for (uint col = tid; col < p.DK + p.DV; col += nth) {
+  // x_i = rhs_i − Σ_{m<i} A_im x_m; padding columns and rows get zeros.
+  for (uint col = tid; col < K8 + V32; col += nth) {
+    bool isw = col < K8;
+    uint cc = isw ? col : col - K8;
+    bool real = cc < (isw ? p.DK : p.DV);
     float xs[DELTA_MAX_C];
-    for (uint i = 0; i < L; i++) {
-      uint tok = tok0 + i;
-      float rhs;
-      if (col < p.DK)
-        rhs = exp(gam[i]) * bt[i] * kn[(tok * p.NK + kh) * p.DK + col];
+    for (uint i = 0; i < C8; i++) {
+      float x = 0.0f;
+      if (real && i < L) {
+        uint tok = tok0 + i;
+        if (isw)
+          x = exp(gam[i]) * bt[i] * kn[(tok * p.NK + kh) * p.DK + cc];
+        else
+          x = bt[i] * qkv[tok * W + 2 * p.NK * p.DK + j * p.DV + cc];
+        for (uint m = 0; m < i; m++) x -= A[i * DELTA_MAX_C + m] * xs[m];
+        xs[i] = x;
+      }
+      if (isw)
+        wb[i * K8 + cc] = -x;
       else
-        rhs = bt[i] * qkv[tok * W + 2 * p.NK * p.DK + j * p.DV + (col - p.DK)];
-      for (uint m = 0; m < i; m++) rhs -= A[i * DELTA_MAX_C + m] * xs[m];
-      xs[i] = rhs;
-      if (col < p.DK)
-        wb[i * p.DK + col] = rhs;
-      else
-        ub[i * p.DV + (col - p.DK)] = rhs;
+        ub[i * V32 + cc] = x;
     }
   }
 }
 
 // delta_chunk_scan carries the state of one batch row through its chunks in
-// order. One threadgroup of 128 threads per (block of 32 value dims, value
-// head): thread (lane c, group r) owns state column c of the block and the
-// chunk rows (and state rows) ≡ r mod 4. The block of the state, S [DK, 32],
-// and V' [C, 32] live in threadgroup memory (24 KiB). Per chunk:
-//   V' = U − W S,  O = diag(exp γ) Q S + P V',
+// order. One threadgroup of four SIMD-groups per (block of 32 value dims,
+// value head); SIMD-group s owns the 8 value columns 8s..8s+7 of the block.
+// Every product of the chunk, for those columns, needs only those columns of
+// the state and of V', so the SIMD-groups never exchange data: each keeps its
+// part of S [K8, 32] and V' [C8, 32] in threadgroup memory (up to 24 KiB in
+// all) and needs only SIMD-group barriers. Per chunk, with 8×8
+// simdgroup_float8x8 tiles (the chunk-side operands read from the scratch of
+// delta_chunk_prep):
+//   V' = U + (−W) S
+//   O  = diag(exp γ) Q S + P V'            (P lower triangular: tiles m ≤ i)
 //   S ← exp(γ_{L−1}) S + (diag(exp(γ_{L−1} − γ)) K)ᵀ V'
-// with two barriers: V' complete before it is used, and the new S complete
-// before the next chunk reads it.
 kernel void delta_chunk_scan(device float* out [[buffer(0)]], device float* state [[buffer(1)]],
                              device const float* e [[buffer(2)]], device const float* w [[buffer(3)]],
                              device const float* u [[buffer(4)]], device const float* pm [[buffer(5)]],
-                             device const float* qn [[buffer(6)]], device const float* kn [[buffer(7)]],
+                             device const float* qe [[buffer(6)]], device const float* kd [[buffer(7)]],
                              constant DeltaChunkParams& p [[buffer(8)]], uint2 tg [[threadgroup_position_in_grid]],
-                             uint tid [[thread_index_in_threadgroup]]) {
+                             uint sg [[simdgroup_index_in_threadgroup]], uint lane [[thread_index_in_simdgroup]]) {
   threadgroup float S[DELTA_MAX_DK * 32];
   threadgroup float V[DELTA_MAX_C * 32];
-  uint c = tid % 32, r = tid / 32;
+  threadgroup float Ostage[4 * 64];
+  uint C8 = pad8(p.C), K8 = pad8(p.DK), V32 = pad32(p.DV);
   uint j = tg.y;
-  uint col = tg.x * 32 + c;
-  bool active = col < p.DV;
-  uint kh = j / (p.NV / p.NK);
+  uint col0 = tg.x * 32 + sg * 8;  // first value column of this SIMD-group
+  uint lc = lane % 8, lr = lane / 8;
   device float* st = state + j * p.DK * p.DV;
-  for (uint k = r; k < p.DK; k += 4) S[k * 32 + c] = active ? st[k * p.DV + col] : 0.0f;
-  threadgroup_barrier(mem_flags::mem_threadgroup);
+  // This SIMD-group's columns of S and V (row stride 32) start at S + so and
+  // V + so; its output staging tile at Ostage + 64·sg. (No threadgroup
+  // pointer variables: the emulator maps threadgroup to static.)
+  uint so = sg * 8;
+  for (uint k = lr; k < K8; k += 4)
+    S[so + k * 32 + lc] = (k < p.DK && col0 + lc < p.DV) ? st[k * p.DV + col0 + lc] : 0.0f;
+  simdgroup_barrier(mem_flags::mem_threadgroup);
   for (uint ch = 0; ch < p.NC; ch++) {
     uint c0 = ch * p.C;
     uint L = min(p.C, p.T - c0);
+    uint nt = (L + 7) / 8;  // row tiles of the chunk
     uint tok0 = p.row * p.T + c0;
     uint blk = (p.row * p.NV + j) * p.NC + ch;
     device const float* eb = e + blk * 2 * p.C;
-    device const float* wb = w + blk * p.C * p.DK;
-    device const float* ub = u + blk * p.C * p.DV;
-    device const float* pb = pm + blk * p.C * p.C;
-    float qs[DELTA_MAX_C / 4];
-    for (uint i = r; i < L; i += 4) {
-      device const float* qr = qn + ((tok0 + i) * p.NK + kh) * p.DK;
-      float ws = 0.0f, q = 0.0f;
-      for (uint k = 0; k < p.DK; k++) {
-        float s = S[k * 32 + c];
-        ws += wb[i * p.DK + k] * s;
-        q += qr[k] * s;
+    device const float* wb = w + blk * C8 * K8;
+    device const float* ub = u + blk * C8 * V32 + col0;
+    device const float* pb = pm + blk * C8 * C8;
+    device const float* qb = qe + blk * C8 * K8;
+    device const float* kb = kd + blk * C8 * K8;
+    simdgroup_float8x8 v[DELTA_MAX_C / 8], o[DELTA_MAX_C / 8];
+    for (uint i = 0; i < nt; i++) {
+      simdgroup_load(v[i], ub + i * 8 * V32, V32);
+      o[i] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
+    }
+    for (uint kk = 0; kk < K8; kk += 8) {
+      simdgroup_float8x8 s;
+      simdgroup_load(s, S + so + kk * 32, 32);
+      for (uint i = 0; i < nt; i++) {
+        simdgroup_float8x8 a;
+        simdgroup_load(a, wb + i * 8 * K8 + kk, K8);
+        simdgroup_multiply_accumulate(v[i], a, s, v[i]);
+        simdgroup_load(a, qb + i * 8 * K8 + kk, K8);
+        simdgroup_multiply_accumulate(o[i], a, s, o[i]);
       }
-      V[i * 32 + c] = (active ? ub[i * p.DV + col] : 0.0f) - ws;
-      qs[i / 4] = eb[i] * q;
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (uint i = r; i < L; i += 4) {
-      float o = qs[i / 4];
-      for (uint m = 0; m <= i; m++) o += pb[i * p.C + m] * V[m * 32 + c];
-      if (active) out[(tok0 + i) * p.NV * p.DV + j * p.DV + col] = o;
+    for (uint i = 0; i < nt; i++) simdgroup_store(v[i], V + so + i * 8 * 32, 32);
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint i = 0; i < nt; i++) {
+      for (uint m = 0; m <= i; m++) {
+        simdgroup_float8x8 a, b;
+        simdgroup_load(a, pb + i * 8 * C8 + m * 8, C8);
+        simdgroup_load(b, V + so + m * 8 * 32, 32);
+        simdgroup_multiply_accumulate(o[i], a, b, o[i]);
+      }
+      device float* od = out + (tok0 + i * 8) * p.NV * p.DV + j * p.DV + col0;
+      if (i * 8 + 8 <= L && col0 + 8 <= p.DV) {
+        simdgroup_store(o[i], od, p.NV * p.DV);
+      } else {
+        simdgroup_store(o[i], Ostage + sg * 64, 8);
+        simdgroup_barrier(mem_flags::mem_threadgroup);
+        for (uint x = lane; x < 64; x += 32)
+          if (i * 8 + x / 8 < L && col0 + x % 8 < p.DV) od[(x / 8) * p.NV * p.DV + x % 8] = Ostage[sg * 64 + x];
+        simdgroup_barrier(mem_flags::mem_threadgroup);
+      }
     }
-    float el = eb[L - 1];
-    for (uint k = r; k < p.DK; k += 4) {
-      float s = el * S[k * 32 + c];
-      for (uint i = 0; i < L; i++) s += eb[p.C + i] * kn[((tok0 + i) * p.NK + kh) * p.DK + k] * V[i * 32 + c];
-      S[k * 32 + c] = s;
+    // New state tiles in registers first: every lane must have read the old
+    // ones before any lane stores.
+    simdgroup_float8x8 decay = simdgroup_float8x8(eb[L - 1]);
+    simdgroup_float8x8 ns[DELTA_MAX_DK / 8];
+    for (uint t = 0; t < K8 / 8; t++) {
+      simdgroup_float8x8 s;
+      simdgroup_load(s, S + so + t * 8 * 32, 32);
+      simdgroup_multiply(ns[t], decay, s);
+      for (uint m = 0; m < nt; m++) {
+        simdgroup_float8x8 a, b;
+        simdgroup_load(a, kb + m * 8 * K8 + t * 8, K8, ulong2(0), true);
+        simdgroup_load(b, V + so + m * 8 * 32, 32);
+        simdgroup_multiply_accumulate(ns[t], a, b, ns[t]);
+      }
     }
-    threadgroup_barrier(mem_flags::mem_threadgroup);
+    simdgroup_barrier(mem_flags::mem_threadgroup);
+    for (uint t = 0; t < K8 / 8; t++) simdgroup_store(ns[t], S + so + t * 8 * 32, 32);
+    simdgroup_barrier(mem_flags::mem_threadgroup);
   }
-  if (active)
-    for (uint k = r; k < p.DK; k += 4) st[k * p.DV + col] = S[k * 32 + c];
+  for (uint k = lr; k < p.DK; k += 4)
+    if (col0 + lc < p.DV) st[k * p.DV + col0 + lc] = S[so + k * 32 + lc];
 }
