@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/startlux/startlux/tensor"
 )
@@ -213,6 +214,77 @@ func (p *batch) attention(i int, l *layer, x tensor.Tensor) (tensor.Tensor, int)
 	return att, nh * hd
 }
 
+// attentionGathered runs full-attention layer i like attention, but only
+// for the queries at the rows' Gather positions (the G of them, row after
+// row): K and V are projected for every token, the queries only where
+// gathered, and each gathered query becomes a one-token row of the
+// attention whose prefix is its row's prefix followed by the row's own keys
+// before it (copied once per row). It returns the G activations before the
+// output projection and their width.
+func (p *batch) attentionGathered(i int, l *layer, x tensor.Tensor, G int) (tensor.Tensor, int) {
+	c, be, N, sc := &p.m.Config, p.be, p.N, p.sc
+	nh, nkv, hd := c.Heads, c.KVHeads, c.HeadDim
+	kw, qw := nkv*hd, nh*hd
+	theta := float32(c.RopeTheta)
+	if p.k == nil {
+		p.k, p.v = sc.alloc(N*kw), sc.alloc(N*kw)
+	}
+	k, v := p.k, p.v
+	xg, qg := sc.alloc(G*c.Hidden), sc.alloc(G*2*qw)
+	q, gate, att := sc.alloc(G*qw), sc.alloc(G*qw), sc.alloc(G*qw)
+	p.gather(xg, x, c.Hidden)
+	be.MatMul(qg, xg, l.q, G)
+	be.Copy(q, 0, hd, qg, 0, 2*hd, G*nh, hd)
+	be.Copy(gate, 0, hd, qg, hd, 2*hd, G*nh, hd)
+	be.RMSNorm(q, q, l.qNorm, G*nh, hd, c.Eps, p.m.normShift)
+	be.MatMul(k, x, l.k, N)
+	be.RMSNorm(k, k, l.kNorm, N*nkv, hd, c.Eps, p.m.normShift)
+	be.MatMul(v, x, l.v, N)
+	gpos := make([]int32, 0, G)
+	for b, r := range p.rows {
+		for _, t := range r.Gather {
+			gpos = append(gpos, p.pos[b*p.T+t])
+		}
+	}
+	be.RoPE(q, gpos, nh, hd, c.RopeDim, theta)
+	be.RoPE(k, p.pos, nkv, hd, c.RopeDim, theta)
+	kg, vg := sc.alloc(G*kw), sc.alloc(G*kw)
+	p.gather(kg, k, kw)
+	p.gather(vg, v, kw)
+	args := tensor.AttnArgs{B: G, T: 1, Heads: nh, KVHeads: nkv, HeadDim: hd,
+		Scale: float32(1 / math.Sqrt(float64(hd))), Prefix: make([]tensor.KV, 0, G)}
+	for b, r := range p.rows {
+		if len(r.Gather) == 0 {
+			continue
+		}
+		pl, last := r.Prefix.Len(), slices.Max(r.Gather)
+		n := (pl + last) * kw
+		var kc, vc tensor.Tensor
+		if n > 0 {
+			kc, vc = sc.alloc(n), sc.alloc(n)
+			if pl > 0 {
+				ls := &r.Prefix.layers[i]
+				be.Copy(kc, 0, pl*kw, ls.k, 0, pl*kw, 1, pl*kw)
+				be.Copy(vc, 0, pl*kw, ls.v, 0, pl*kw, 1, pl*kw)
+			}
+			if last > 0 {
+				be.Copy(kc, pl*kw, last*kw, k, b*p.T*kw, last*kw, 1, last*kw)
+				be.Copy(vc, pl*kw, last*kw, v, b*p.T*kw, last*kw, 1, last*kw)
+			}
+		}
+		for _, t := range r.Gather {
+			kv := tensor.KV{Len: pl + t}
+			if kv.Len > 0 {
+				kv.K, kv.V = kc, vc
+			}
+			args.Prefix = append(args.Prefix, kv)
+		}
+	}
+	be.Attention(att, q, kg, vg, args)
+	be.SigmoidMul(att, gate, G*qw)
+	return att, qw
+}
+
 // deltaNet runs Gated DeltaNet layer i (qwen35.md §5) on x and returns its
 // activations before the output projection and their width per token.
 func (p *batch) deltaNet(i int, l *layer, x tensor.Tensor) (tensor.Tensor, int) {
@@ -317,13 +389,23 @@ func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, keep 
 		var pre tensor.Tensor
 		var width int
 		proj := l.o
+		last := gatherTail && i == len(m.layers)-1
+		if last && !l.linear {
+			// A last attention layer only needs its queries at the
+			// gathered positions.
+			hg = sc.alloc(G * H)
+			p.gather(hg, h, H)
+			pg, _ := p.attentionGathered(i, l, x, G)
+			m.tail(sc, l, hg, pg, proj, G)
+			break
+		}
 		if l.linear {
 			pre, width = p.deltaNet(i, l, x)
 			proj = l.out
 		} else {
 			pre, width = p.attention(i, l, x)
 		}
-		if gatherTail && i == len(m.layers)-1 {
+		if last {
 			// Everything after the last mixer is row-wise.
 			hg = sc.alloc(G * H)
 			pg := sc.alloc(G * width)
