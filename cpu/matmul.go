@@ -121,7 +121,7 @@ var littleEndian = func() bool {
 var (
 	smallWeight = 1 << 18
 	smallRows   = 256
-	rowBlock    = 256
+	rowBlock    = 512
 )
 
 // matMulSmall is MatMul for a small weight (see smallWeight).
