@@ -4,9 +4,14 @@ package cpu
 func siluVec(dst, src []float32) {
 	src = src[:len(dst)]
 	i := 0
-	if haveKernel && len(dst) >= 8 {
-		i = len(dst) &^ 7
-		siluAVX2(&dst[0], &src[0], i)
+	if haveAVX512 && len(dst) >= 16 {
+		i = len(dst) &^ 15
+		siluAVX512(&dst[0], &src[0], i)
+	}
+	if haveKernel && len(dst)-i >= 8 {
+		n := (len(dst) - i) &^ 7
+		siluAVX2(&dst[i], &src[i], n)
+		i += n
 	}
 	for ; i < len(dst); i++ {
 		dst[i] = silu(src[i])

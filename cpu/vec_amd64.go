@@ -37,3 +37,6 @@ func expSubSumAVX512(dst, src *float32, n int, m float32, sum *[16]float32)
 
 //go:noescape
 func maxAVX512(src *float32, n int) float32
+
+//go:noescape
+func siluAVX512(dst, src *float32, n int)
