@@ -338,23 +338,13 @@ func (e *Engine) DecideBatch(ctx context.Context, reqs []*Request) ([]*Response,
 // question and checks them against the model's limit.
 func (e *Engine) prepare(r *Request) *job {
 	j := &job{req: r}
-	if r == nil {
-		j.err = &RequestError{Message: "no request"}
-		return j
-	}
-	if err := r.Validate(); err != nil {
-		j.err = err
-		return j
-	}
-	ev, err := RenderJSON(&r.Evidence)
+	ev, err := validatedEvidence(r)
 	if err != nil {
 		j.err = err
 		return j
 	}
 	j.evidence = ev
-	limit := e.info.MaxPositions
-	tooLong, shortest := 0, 0
-	var firstLong *RequestError
+	lim := rowLimit{limit: e.info.MaxPositions}
 	for i := range r.Questions {
 		q := &r.Questions[i]
 		opts, _ := q.Options() // validated above
@@ -363,7 +353,7 @@ func (e *Engine) prepare(r *Request) *job {
 			qj.first = append(qj.first, e.tok.Encode(e.rowText(j, qj, g)))
 		}
 		j.qs = append(j.qs, qj)
-		if limit <= 0 {
+		if lim.limit <= 0 {
 			continue
 		}
 		longest := 0
@@ -373,28 +363,9 @@ func (e *Engine) prepare(r *Request) *job {
 		if len(opts) > e.cfg.WideChoice.Group {
 			longest = max(longest, e.wideBound(j, qj))
 		}
-		if longest <= limit {
-			continue
-		}
-		if tooLong == 0 || longest < shortest {
-			shortest = longest
-		}
-		tooLong++
-		if firstLong == nil {
-			field := "instructions"
-			if q.Type != Noul {
-				field = "criteria"
-			}
-			firstLong = &RequestError{Question: q.Name, Field: field,
-				Message: fmt.Sprintf("its rows reach %d tokens (evidence included); the model takes at most %d", longest, limit)}
-		}
+		lim.add(q, longest)
 	}
-	switch {
-	case tooLong > 0 && tooLong == len(r.Questions):
-		j.err = &RequestError{Field: "evidence", Message: fmt.Sprintf("too long: every question's row exceeds the model's limit of %d tokens (the shortest has %d)", limit, shortest)}
-	case firstLong != nil:
-		j.err = firstLong
-	}
+	j.err = lim.err(len(r.Questions))
 	return j
 }
 

@@ -322,23 +322,13 @@ func (e *Engine) decidePointer(ctx context.Context, reqs []*Request) ([]*Respons
 // checks them against the model's limit.
 func (e *Engine) preparePointer(r *Request) *pjob {
 	j := &pjob{req: r}
-	if r == nil {
-		j.err = &RequestError{Message: "no request"}
-		return j
-	}
-	if err := r.Validate(); err != nil {
-		j.err = err
-		return j
-	}
-	ev, err := RenderJSON(&r.Evidence)
+	ev, err := validatedEvidence(r)
 	if err != nil {
 		j.err = err
 		return j
 	}
 	j.state = e.tok.Encode(pointerState(e.ptr.cfg.System, ev))
-	limit := e.info.MaxPositions
-	tooLong, shortest := 0, 0
-	var firstLong *RequestError
+	lim := rowLimit{limit: e.info.MaxPositions}
 	for i := range r.Questions {
 		q := &r.Questions[i]
 		opts, _ := q.Options() // validated above
@@ -350,27 +340,9 @@ func (e *Engine) preparePointer(r *Request) *pjob {
 		pq := &pquestion{q: q, opts: opts}
 		pq.branch, pq.decide, pq.pos = pointerBranch(e.tok, q.Instructions, opts)
 		j.qs = append(j.qs, pq)
-		if n := len(j.state) + len(pq.branch); limit > 0 && n > limit {
-			if tooLong == 0 || n < shortest {
-				shortest = n
-			}
-			tooLong++
-			if firstLong == nil {
-				field := "instructions"
-				if q.Type != Noul {
-					field = "criteria"
-				}
-				firstLong = &RequestError{Question: q.Name, Field: field,
-					Message: fmt.Sprintf("its row reaches %d tokens (evidence included); the model takes at most %d", n, limit)}
-			}
-		}
+		lim.add(q, len(j.state)+len(pq.branch))
 	}
-	switch {
-	case tooLong > 0 && tooLong == len(r.Questions):
-		j.err = &RequestError{Field: "evidence", Message: fmt.Sprintf("too long: every question's row exceeds the model's limit of %d tokens (the shortest has %d)", limit, shortest)}
-	case firstLong != nil:
-		j.err = firstLong
-	}
+	j.err = lim.err(len(r.Questions))
 	j.left = len(j.qs)
 	return j
 }
