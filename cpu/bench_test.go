@@ -68,22 +68,33 @@ func BenchmarkMatMul(b *testing.B) {
 }
 
 // BenchmarkGatedDelta runs the delta rule of one 0.8B DeltaNet layer over a
-// 512-token row.
+// 512-token row, and of one demo-model layer (dk = dv = 32) over 16 rows of
+// 120 tokens.
 func BenchmarkGatedDelta(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
+	shapes := []struct {
+		name                 string
+		rows, t, nk, nv, dkv int
+	}{
+		{"0.8B", 1, 512, 16, 16, 128},
+		{"demo", 16, 120, 2, 4, 32},
+	}
 	for _, be := range benchBackends(b) {
-		b.Run(be.name, func(b *testing.B) {
-			c := newDeltaCase(rng, 1, 512, 16, 16, 128, 128, false)
-			bk := be.b
-			width := 2*c.nk*c.dk + c.nv*c.dv
-			qkv, al, bt := upload(bk, c.qkv), upload(bk, c.alpha), upload(bk, c.beta)
-			st := []tensor.Tensor{upload(bk, c.state[0])}
-			out := bk.Alloc(c.t * c.nv * c.dv)
-			_ = width
-			for b.Loop() {
-				bk.GatedDelta(out, qkv, al, bt, c.aLog, c.dtBias, tensor.DeltaArgs{B: 1, T: c.t, NK: c.nk, NV: c.nv, DK: c.dk, DV: c.dv, Chunk: 64, State: st})
-			}
-		})
+		for _, sh := range shapes {
+			b.Run(be.name+"/"+sh.name, func(b *testing.B) {
+				c := newDeltaCase(rng, sh.rows, sh.t, sh.nk, sh.nv, sh.dkv, sh.dkv, false)
+				bk := be.b
+				qkv, al, bt := upload(bk, c.qkv), upload(bk, c.alpha), upload(bk, c.beta)
+				st := make([]tensor.Tensor, sh.rows)
+				for i := range st {
+					st[i] = upload(bk, c.state[i])
+				}
+				out := bk.Alloc(c.b * c.t * c.nv * c.dv)
+				for b.Loop() {
+					bk.GatedDelta(out, qkv, al, bt, c.aLog, c.dtBias, tensor.DeltaArgs{B: c.b, T: c.t, NK: c.nk, NV: c.nv, DK: c.dk, DV: c.dv, Chunk: 64, State: st})
+				}
+			})
+		}
 	}
 }
 

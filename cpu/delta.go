@@ -9,7 +9,7 @@ import (
 // GatedDelta runs the gated delta rule of a Gated DeltaNet layer in the
 // chunked form of qwen35.md §5.5: per row and value head, chunks of
 // a.Chunk positions from the row's first position, each solved with the
-// unit lower-triangular (I+A)⁻¹ built by forward substitution and the
+// unit lower-triangular system I+A solved by forward substitution and the
 // chunk-sized products done with sgemm.
 func (b *Backend) GatedDelta(out, qkv, alpha, beta tensor.Tensor, aLog, dtBias *tensor.Weight, a tensor.DeltaArgs) {
 	nk, nv, dk, dv := a.NK, a.NV, a.DK, a.DV
@@ -93,6 +93,11 @@ func (b *Backend) deltaHead(ws *deltaScratch, in *deltaInputs, row, j int) {
 	}
 }
 
+// smallDeltaWidth is the largest dk+dv for which deltaChunk solves the
+// triangular system directly on the right-hand sides; wider heads form
+// (I+A)⁻¹ and multiply with sgemm, which is faster there.
+const smallDeltaWidth = 128
+
 // deltaScratch holds one worker's chunk matrices (c = chunk length).
 type deltaScratch struct {
 	s       *scratchBuf
@@ -127,7 +132,8 @@ func newDeltaScratch(b *Backend, c, dk, dv int) *deltaScratch {
 
 // deltaChunk advances state st ([dk, dv]) over one chunk of cl positions.
 // On entry ws.k holds K, ws.x[cl·dk:] Q, ws.v V, ws.beta and ws.g β and g;
-// on return ws.y[cl·dv:] holds the chunk's outputs. Five sgemm calls:
+// on return ws.y[cl·dv:] holds the chunk's outputs. Five sgemm calls
+// (four for small heads, which solve for [U | W] by forward substitution):
 //
 //	[Kβ; Q] Kᵀ            → A and the intra-chunk scores
 //	(I+A)⁻¹ [Vβ | eγ Kβ]  → [U | W]
@@ -177,24 +183,39 @@ func (b *Backend) deltaChunk(ws *deltaScratch, cl, dk, dv int, st []float32) {
 		clear(ar[i:])
 		clear(pr[i+1:])
 	}
-	// inv = (I + A)⁻¹ by forward substitution: inv_i = e_i − Σ_{j<i} A_ij inv_j
-	// (row j of inv is zero beyond column j).
-	inv := ws.inv[:cl*cl]
-	clear(inv)
-	for i := range cl {
-		ir := inv[i*cl : i*cl+i+1]
-		ir[i] = 1
-		ar := att[i*cl : i*cl+i]
-		for jj, aij := range ar {
-			if aij == 0 {
-				continue
+	if dk+dv <= smallDeltaWidth {
+		// Small heads: solve (I + A) [U | W] = [Vβ | eγ Kβ] by forward
+		// substitution on the right-hand sides, X_i = R_i − Σ_{j<i} A_ij X_j,
+		// rather than forming the inverse and multiplying by it.
+		copy(z[:cl*zw], z[cl*zw:])
+		for i := 1; i < cl; i++ {
+			xi := z[i*zw : (i+1)*zw]
+			for jj, aij := range att[i*cl : i*cl+i] {
+				if aij != 0 {
+					subScaled(xi, z[jj*zw:(jj+1)*zw], aij)
+				}
 			}
-			subScaled(ir[:jj+1], inv[jj*cl:jj*cl+jj+1], aij)
 		}
+	} else {
+		// inv = (I + A)⁻¹ by forward substitution: inv_i = e_i − Σ_{j<i} A_ij inv_j
+		// (row j of inv is zero beyond column j).
+		inv := ws.inv[:cl*cl]
+		clear(inv)
+		for i := range cl {
+			ir := inv[i*cl : i*cl+i+1]
+			ir[i] = 1
+			ar := att[i*cl : i*cl+i]
+			for jj, aij := range ar {
+				if aij == 0 {
+					continue
+				}
+				subScaled(ir[:jj+1], inv[jj*cl:jj*cl+jj+1], aij)
+			}
+		}
+		// [U | W] = inv · [Vβ | eγ Kβ] (rows cl..2cl of z) into rows 0..cl.
+		b.sgemm(false, false, cl, zw, cl, 1, inv, cl, z[cl*zw:], zw, 0, z, zw)
 	}
-	// [U | W] = inv · [Vβ | eγ Kβ] (rows cl..2cl of z) into rows 0..cl; then
 	// eγ Q below W.
-	b.sgemm(false, false, cl, zw, cl, 1, inv, cl, z[cl*zw:], zw, 0, z, zw)
 	for i := range cl {
 		ei := egm[i]
 		scaleVec(z[(cl+i)*zw+dv:(cl+i+1)*zw], q[i*dk:(i+1)*dk], ei)
