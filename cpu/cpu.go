@@ -50,6 +50,10 @@ type Backend struct {
 	blas    *blasLib // nil: pure-Go GEMM
 	name    string
 
+	// tileRows × tileCols bounds the weight tile MatMul widens at a time
+	// (defaultTileRows, defaultTileCols; tests shrink them).
+	tileRows, tileCols int
+
 	// scratch holds per-worker buffers, reused across calls; a forward pass
 	// uses the backend from one goroutine at a time (tensor.Backend's rule),
 	// so the pool only sees the workers of one operation.
@@ -70,7 +74,7 @@ func New(opts Options) (*Backend, error) {
 	if opts.Threads < 0 {
 		return nil, fmt.Errorf("cpu: negative thread count %d", opts.Threads)
 	}
-	b := &Backend{threads: opts.Threads}
+	b := &Backend{threads: opts.Threads, tileRows: defaultTileRows, tileCols: defaultTileCols}
 	if b.threads == 0 {
 		b.threads = runtime.GOMAXPROCS(0)
 	}

@@ -32,4 +32,4 @@ func flushSubnormals(fn func()) {
 	fn()
 }
 
-var useFTZ = true
+const useFTZ = true

@@ -6,7 +6,7 @@ import (
 	"github.com/startlux/startlux/tensor"
 )
 
-// Tile shape of MatMul: up to tileRows weight rows by tileCols columns are
+// Tile shape of MatMul: up to Backend.tileRows weight rows by tileCols columns are
 // widened to float32 at a time (so the scratch stays cache-sized whatever
 // the weight's width) and multiplied with one sgemm call.
 //
@@ -14,15 +14,15 @@ import (
 // of 384–1024 rows ran 5–15% faster than 128–256 (each sgemm call packs all
 // of x again, so fewer calls pay less), and blocking the columns at 1024
 // rather than 4096 made no difference.
-var (
-	tileRows = 768
-	tileCols = 4096
+const (
+	defaultTileRows = 768
+	defaultTileCols = 4096
 )
 
 // rowTiles splits o weight rows into tiles of at most tileRows rows (a
 // multiple of 16 where there are more), their number a multiple of the
 // workers so that each gets the same share.
-func rowTiles(o, workers int) (nt, tiles int) {
+func rowTiles(o, workers, tileRows int) (nt, tiles int) {
 	tiles = (o + tileRows - 1) / tileRows
 	tiles = (tiles + workers - 1) / workers * workers
 	nt = (o + tiles - 1) / tiles
@@ -51,7 +51,7 @@ func (b *Backend) MatMul(out, x tensor.Tensor, w *tensor.Weight, rows int) {
 		b.matMulSmall(od, xd, w, direct, rows, o, in)
 		return
 	}
-	nt, tiles := rowTiles(o, b.threads)
+	nt, tiles := rowTiles(o, b.threads, b.tileRows)
 	// Too few tiles to keep the workers busy: also split the rows of x.
 	mParts := 1
 	if tiles < b.threads && rows >= 2*b.threads {
@@ -59,9 +59,9 @@ func (b *Backend) MatMul(out, x tensor.Tensor, w *tensor.Weight, rows int) {
 	}
 	mStep := (rows + mParts - 1) / mParts
 	kc := in
-	if direct == nil && in > tileCols {
+	if direct == nil && in > b.tileCols {
 		// Blocks of about tileCols columns, whole quantisation groups.
-		nb := (in + tileCols - 1) / tileCols
+		nb := (in + b.tileCols - 1) / b.tileCols
 		kc = (in + nb - 1) / nb
 		if w.Quant != nil {
 			g := w.Quant.Group

@@ -196,8 +196,6 @@ func TestMeasureSgemm(t *testing.T) {
 // (rounded to quantisation groups) and split rows of x are all exercised,
 // and checks an F32 weight whose bytes are not 4-aligned.
 func TestMatMulTiling(t *testing.T) {
-	defer func(r, c int) { tileRows, tileCols = r, c }(tileRows, tileCols)
-	tileRows, tileCols = 16, 40
 	rng := newRNG(t)
 	for _, sh := range [][3]int{{1, 50, 96}, {7, 50, 200}, {33, 3, 100}, {64, 100, 64}} {
 		rows, o, in := sh[0], sh[1], sh[2]
@@ -226,6 +224,7 @@ func TestMatMulTiling(t *testing.T) {
 				}
 			}
 			for _, tb := range backends(t) {
+				tb.b.tileRows, tb.b.tileCols = 16, 40
 				out := tb.b.Alloc(rows * o)
 				tb.b.MatMul(out, upload(tb.b, x), w, rows)
 				checkClose(t, fmt.Sprintf("%s %s %v", tb.name, name, sh), download(t, tb.b, out), want, 1e-5)
