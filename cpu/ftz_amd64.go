@@ -18,10 +18,6 @@ const mxcsrFTZDAZ = 1<<15 | 1<<6
 // 1.2e-38, far under float32 precision of anything they are added to.
 // OpenBLAS, called on the same thread, inherits the mode.
 func flushSubnormals(fn func()) {
-	if !useFTZ {
-		fn()
-		return
-	}
 	runtime.LockOSThread()
 	old := getMXCSR()
 	setMXCSR(old | mxcsrFTZDAZ)
@@ -31,5 +27,3 @@ func flushSubnormals(fn func()) {
 	}()
 	fn()
 }
-
-const useFTZ = true
