@@ -188,13 +188,13 @@ func (b *Backend) deltaChunk(ws *deltaScratch, cl, dk, dv int, st []float32) {
 		// substitution on the right-hand sides, X_i = R_i − Σ_{j<i} A_ij X_j,
 		// rather than forming the inverse and multiplying by it.
 		copy(z[:cl*zw], z[cl*zw:])
-		for i := 1; i < cl; i++ {
-			xi := z[i*zw : (i+1)*zw]
-			for jj, aij := range att[i*cl : i*cl+i] {
-				if aij != 0 {
-					subScaled(xi, z[jj*zw:(jj+1)*zw], aij)
-				}
+		if haveKernel && zw%64 == 0 {
+			_, _ = z[cl*zw-1], att[cl*cl-1]
+			for c0 := 0; c0 < zw; c0 += 64 {
+				triSolve64AVX2(&z[c0], zw, &att[0], cl, cl)
 			}
+		} else {
+			triSolve(z[:cl*zw], zw, att, cl, cl)
 		}
 	} else {
 		// inv = (I + A)⁻¹ by forward substitution: inv_i = e_i − Σ_{j<i} A_ij inv_j
@@ -258,4 +258,18 @@ func softplus(x float32) float32 {
 		return x
 	}
 	return float32(math.Log1p(math.Exp(float64(x))))
+}
+
+// triSolve sets, for 1 ≤ i < n, row i of x −= Σ_{j<i} a[i·lda+j] · row j of
+// x (rows of x are ldx floats apart): forward substitution with a unit
+// lower-triangular matrix whose strictly lower part is a.
+func triSolve(x []float32, ldx int, a []float32, lda, n int) {
+	for i := 1; i < n; i++ {
+		xi := x[i*ldx : (i+1)*ldx]
+		for jj, aij := range a[i*lda : i*lda+i] {
+			if aij != 0 {
+				subScaled(xi, x[jj*ldx:(jj+1)*ldx], aij)
+			}
+		}
+	}
 }

@@ -202,3 +202,45 @@ func TestGatedDeltaChunkSizes(t *testing.T) {
 		checkClose(t, fmt.Sprintf("chunk %d", chunk), got, f64s(ref), 1e-5)
 	}
 }
+
+// TestTriSolve checks the forward substitution of the small-head path, the
+// vector kernel where the CPU has one and the portable loop, against a plain
+// scalar loop: the kernel does the same operations in the same order, so
+// must give the same bits; the portable loop may fuse multiply and subtract
+// (arm64), so gets a rounding tolerance.
+func TestTriSolve(t *testing.T) {
+	rng := newRNG(t)
+	for _, sh := range []struct{ n, w, lda int }{
+		{1, 64, 1}, {2, 64, 3}, {17, 64, 20}, {64, 64, 64}, {40, 128, 64}, {9, 48, 9},
+	} {
+		t.Run(fmt.Sprintf("n%d,w%d", sh.n, sh.w), func(t *testing.T) {
+			a := randVec(rng, sh.n*sh.lda, 0.3)
+			x0 := randVec(rng, sh.n*sh.w, 1)
+			want := append([]float32(nil), x0...)
+			for i := 1; i < sh.n; i++ {
+				for j := range i {
+					for e := range sh.w {
+						want[i*sh.w+e] -= float32(a[i*sh.lda+j] * want[j*sh.w+e])
+					}
+				}
+			}
+			check := func(name string, got []float32, tol float64) {
+				for i := range want {
+					if d := math.Abs(float64(got[i] - want[i])); d > tol*(1+math.Abs(float64(want[i]))) {
+						t.Fatalf("%s: x[%d] = %v, want %v", name, i, got[i], want[i])
+					}
+				}
+			}
+			got := append([]float32(nil), x0...)
+			triSolve(got, sh.w, a, sh.lda, sh.n)
+			check("triSolve", got, 1e-5)
+			if haveKernel && sh.w%64 == 0 {
+				got = append(got[:0], x0...)
+				for c0 := 0; c0 < sh.w; c0 += 64 {
+					triSolve64AVX2(&got[c0], sh.w, &a[0], sh.lda, sh.n)
+				}
+				check("triSolve64AVX2", got, 0)
+			}
+		})
+	}
+}

@@ -40,3 +40,6 @@ func maxAVX512(src *float32, n int) float32
 
 //go:noescape
 func siluAVX512(dst, src *float32, n int)
+
+//go:noescape
+func triSolve64AVX2(x *float32, ldx int, a *float32, lda int, n int)

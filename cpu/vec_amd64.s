@@ -730,3 +730,77 @@ silu5loop:
 silu5done:
 	VZEROUPPER
 	RET
+
+// func triSolve64AVX2(x *float32, ldx int, a *float32, lda int, n int)
+//
+// Forward substitution on a block of 64 columns: for 1 ≤ i < n, row i of x
+// −= Σ_{j<i} a[i·lda+j] · row j of x, j ascending (multiply, then subtract,
+// as subScaled). Rows of x are ldx floats apart, rows of a lda floats.
+TEXT ·triSolve64AVX2(SB), NOSPLIT, $0-40
+	MOVQ x+0(FP), DI
+	MOVQ ldx+8(FP), R8
+	SHLQ $2, R8
+	MOVQ a+16(FP), SI
+	MOVQ lda+24(FP), R9
+	SHLQ $2, R9
+	MOVQ n+32(FP), CX
+	CMPQ CX, $1
+	JLE  tsdone
+	MOVQ $1, R10
+	MOVQ DI, R11
+	ADDQ R8, R11
+	MOVQ SI, R12
+	ADDQ R9, R12
+
+tsrow:
+	VMOVUPS 0(R11), Y0
+	VMOVUPS 32(R11), Y1
+	VMOVUPS 64(R11), Y2
+	VMOVUPS 96(R11), Y3
+	VMOVUPS 128(R11), Y4
+	VMOVUPS 160(R11), Y5
+	VMOVUPS 192(R11), Y6
+	VMOVUPS 224(R11), Y7
+	MOVQ    DI, R13
+	XORQ    R14, R14
+
+tscol:
+	VBROADCASTSS (R12)(R14*4), Y8
+	VMULPS       0(R13), Y8, Y9
+	VMULPS       32(R13), Y8, Y10
+	VMULPS       64(R13), Y8, Y11
+	VMULPS       96(R13), Y8, Y12
+	VSUBPS       Y9, Y0, Y0
+	VSUBPS       Y10, Y1, Y1
+	VSUBPS       Y11, Y2, Y2
+	VSUBPS       Y12, Y3, Y3
+	VMULPS       128(R13), Y8, Y13
+	VMULPS       160(R13), Y8, Y14
+	VMULPS       192(R13), Y8, Y15
+	VMULPS       224(R13), Y8, Y9
+	VSUBPS       Y13, Y4, Y4
+	VSUBPS       Y14, Y5, Y5
+	VSUBPS       Y15, Y6, Y6
+	VSUBPS       Y9, Y7, Y7
+	ADDQ         R8, R13
+	INCQ         R14
+	CMPQ         R14, R10
+	JLT          tscol
+
+	VMOVUPS Y0, 0(R11)
+	VMOVUPS Y1, 32(R11)
+	VMOVUPS Y2, 64(R11)
+	VMOVUPS Y3, 96(R11)
+	VMOVUPS Y4, 128(R11)
+	VMOVUPS Y5, 160(R11)
+	VMOVUPS Y6, 192(R11)
+	VMOVUPS Y7, 224(R11)
+	ADDQ    R8, R11
+	ADDQ    R9, R12
+	INCQ    R10
+	CMPQ    R10, CX
+	JLT     tsrow
+
+tsdone:
+	VZEROUPPER
+	RET

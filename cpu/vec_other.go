@@ -27,3 +27,7 @@ func expSubSumAVX512(dst, src *float32, n int, m float32, sum *[16]float32) {
 }
 func maxAVX512(src *float32, n int) float32 { panic("cpu: no vector loops on this architecture") }
 func siluAVX512(dst, src *float32, n int)   { panic("cpu: no vector loops on this architecture") }
+
+func triSolve64AVX2(x *float32, ldx int, a *float32, lda int, n int) {
+	panic("cpu: no vector loops on this architecture")
+}
