@@ -3,46 +3,30 @@ package daemon
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 	"net"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/internal/goldens"
 	"github.com/startlux/startlux/ipc"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// goldenCase is one case of testdata/goldens/decide-demo.json, the request
-// kept as raw JSON so its key order survives.
-type goldenCase struct {
-	Request json.RawMessage `json:"request"`
-	Answers map[string]struct {
-		Probs []float64 `json:"probs"`
-	} `json:"answers"`
-}
+// goldenCase is one case of testdata/goldens/decide-demo.json.
+type goldenCase = goldens.DecideCase
 
 func loadGoldens(t testing.TB) []goldenCase {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "testdata", "goldens", "decide-demo.json"))
+	cases, err := goldens.DecideDemo(filepath.Join("..", "testdata"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var g struct {
-		Cases []goldenCase `json:"cases"`
-	}
-	if err := json.Unmarshal(data, &g); err != nil {
-		t.Fatal(err)
-	}
-	if len(g.Cases) == 0 {
-		t.Fatal("no golden cases")
-	}
-	return g.Cases
+	return cases
 }
 
 // checkGolden compares a response with a golden case within tol.

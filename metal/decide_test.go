@@ -2,12 +2,12 @@ package metal_test
 
 import (
 	"context"
-	"encoding/json"
 	"math"
 	"os"
 	"testing"
 
 	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/internal/goldens"
 	"github.com/startlux/startlux/metal"
 )
 
@@ -25,19 +25,8 @@ func TestDecideDemo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("whole decisions through the emulator")
 	}
-	raw, err := os.ReadFile("../testdata/goldens/decide-demo.json")
+	goldenCases, err := goldens.DecideDemo("../testdata")
 	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
-		Cases []struct {
-			Request json.RawMessage `json:"request"`
-			Answers map[string]struct {
-				Probs []float64 `json:"probs"`
-			} `json:"answers"`
-		} `json:"cases"`
-	}
-	if err := json.Unmarshal(raw, &file); err != nil {
 		t.Fatal(err)
 	}
 	be, err := metal.NewEmulated(metal.Options{})
@@ -52,12 +41,12 @@ func TestDecideDemo(t *testing.T) {
 	cases := decideCases
 	if os.Getenv("STARTLUX_METAL_FULL") != "" {
 		cases = nil
-		for i := range file.Cases {
+		for i := range goldenCases {
 			cases = append(cases, i)
 		}
 	}
 	for _, ci := range cases {
-		c := file.Cases[ci]
+		c := goldenCases[ci]
 		req, err := decide.ParseJSON(c.Request)
 		if err != nil {
 			t.Fatalf("case %d: %v", ci, err)

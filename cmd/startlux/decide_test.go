@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/startlux/startlux/internal/goldens"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,22 +15,11 @@ import (
 // demo model) and --model on a golden request and checks the printed
 // probabilities against decide-demo.json.
 func TestDecideInProcess(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "goldens", "decide-demo.json"))
+	cases, err := goldens.DecideDemo(filepath.Join("..", "..", "testdata"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var golden struct {
-		Cases []struct {
-			Request json.RawMessage `json:"request"`
-			Answers map[string]struct {
-				Probs []float64 `json:"probs"`
-			} `json:"answers"`
-		} `json:"cases"`
-	}
-	if err := json.Unmarshal(data, &golden); err != nil {
-		t.Fatal(err)
-	}
-	c := golden.Cases[len(golden.Cases)-2] // the 32-option wide choice
+	c := cases[len(cases)-2] // the 32-option wide choice
 	for _, args := range [][]string{{"decide", "--local"}, {"decide", "--model", filepath.Join("..", "..", "testdata", "demo-decision")}} {
 		var out, errOut bytes.Buffer
 		env := &cmdEnv{stdin: bytes.NewReader(c.Request), stdout: &out, stderr: &errOut}

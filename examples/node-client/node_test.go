@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/internal/goldens"
 	"github.com/startlux/startlux/ipc"
 )
 
@@ -72,23 +73,12 @@ func TestNodeClient(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	data, err := os.ReadFile(filepath.Join("..", "..", "testdata", "goldens", "decide-demo.json"))
+	cases, err := goldens.DecideDemo(filepath.Join("..", "..", "testdata"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var golden struct {
-		Cases []struct {
-			Request json.RawMessage `json:"request"`
-			Answers map[string]struct {
-				Probs []float64 `json:"probs"`
-			} `json:"answers"`
-		} `json:"cases"`
-	}
-	if err := json.Unmarshal(data, &golden); err != nil {
-		t.Fatal(err)
-	}
 	var lines bytes.Buffer
-	for _, c := range golden.Cases {
+	for _, c := range cases {
 		var compact bytes.Buffer
 		if err := json.Compact(&compact, c.Request); err != nil {
 			t.Fatal(err)
@@ -101,8 +91,8 @@ func TestNodeClient(t *testing.T) {
 		t.Fatalf("decide-lines: %v", err)
 	}
 	got := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(got) != len(golden.Cases) {
-		t.Fatalf("%d answers printed, want %d", len(got), len(golden.Cases))
+	if len(got) != len(cases) {
+		t.Fatalf("%d answers printed, want %d", len(got), len(cases))
 	}
 	for i, line := range got {
 		var item struct {
@@ -117,7 +107,7 @@ func TestNodeClient(t *testing.T) {
 			t.Errorf("case %d: printed %s (%v)", i, line, err)
 			continue
 		}
-		want := golden.Cases[i].Answers
+		want := cases[i].Answers
 		if len(item.Result.Answers) != len(want) {
 			t.Errorf("case %d: %d answers, want %d", i, len(item.Result.Answers), len(want))
 		}
