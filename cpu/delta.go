@@ -46,6 +46,16 @@ func (b *Backend) GatedDelta(out, qkv, alpha, beta tensor.Tensor, aLog, dtBias *
 	})
 
 	in := deltaInputs{qn: qn, kn: kn, beta: bt, g: gt, qkv: qkvd, out: od, a: a}
+	if dk+dv <= smallDeltaWidth {
+		// Small heads: one task per key head, so that the value heads
+		// sharing it share the chunk's [K; Q] Kᵀ.
+		b.parallel(a.B*nk, func(task int) {
+			ws := newDeltaScratch(b, a.Chunk, dk, dv)
+			defer b.putScratch(ws.s)
+			flushSubnormals(func() { b.deltaKeyHead(ws, &in, task/nk, task%nk) })
+		})
+		return
+	}
 	b.parallel(a.B*nv, func(task int) {
 		ws := newDeltaScratch(b, a.Chunk, dk, dv)
 		defer b.putScratch(ws.s)
@@ -85,7 +95,7 @@ func (b *Backend) deltaHead(ws *deltaScratch, in *deltaInputs, row, j int) {
 			ws.beta[i] = in.beta[tok*nv+j]
 			ws.g[i] = in.g[tok*nv+j]
 		}
-		b.deltaChunk(ws, cl, dk, dv, st)
+		b.deltaChunk(ws, cl, dk, dv, st, false)
 		for i := range cl {
 			tok := base + i
 			copy(in.out[(tok*nv+j)*dv:(tok*nv+j+1)*dv], ws.y[(cl+i)*dv:(cl+i+1)*dv])
@@ -98,10 +108,48 @@ func (b *Backend) deltaHead(ws *deltaScratch, in *deltaInputs, row, j int) {
 // (I+A)⁻¹ and multiply with sgemm, which is faster there.
 const smallDeltaWidth = 128
 
+// deltaKeyHead runs the value heads of key head kh of one row over their
+// chunks, computing each chunk's [K; Q] Kᵀ once for all of them.
+func (b *Backend) deltaKeyHead(ws *deltaScratch, in *deltaInputs, row, kh int) {
+	a := in.a
+	nk, nv, dk, dv, c := a.NK, a.NV, a.DK, a.DV, a.Chunk
+	r := nv / nk
+	width := 2*nk*dk + nv*dv
+	for t0 := 0; t0 < a.T; t0 += c {
+		cl := min(c, a.T-t0)
+		base := row*a.T + t0
+		for i := range cl {
+			tok := base + i
+			copy(ws.kc[i*dk:(i+1)*dk], in.kn[(tok*nk+kh)*dk:])
+			copy(ws.x[i*dk:(i+1)*dk], in.kn[(tok*nk+kh)*dk:])
+			copy(ws.x[(cl+i)*dk:(cl+i+1)*dk], in.qn[(tok*nk+kh)*dk:])
+		}
+		b.sgemm(false, true, 2*cl, cl, dk, 1, ws.x, dk, ws.kc, dk, 0, ws.gram, cl)
+		for j := kh * r; j < (kh+1)*r; j++ {
+			vOff := 2*nk*dk + j*dv
+			st := data(a.State[row])[j*dk*dv : (j+1)*dk*dv]
+			copy(ws.k[:cl*dk], ws.kc[:cl*dk])
+			for i := range cl {
+				tok := base + i
+				copy(ws.v[i*dv:(i+1)*dv], in.qkv[tok*width+vOff:])
+				ws.beta[i] = in.beta[tok*nv+j]
+				ws.g[i] = in.g[tok*nv+j]
+			}
+			b.deltaChunk(ws, cl, dk, dv, st, true)
+			for i := range cl {
+				tok := base + i
+				copy(in.out[(tok*nv+j)*dv:(tok*nv+j+1)*dv], ws.y[(cl+i)*dv:(cl+i+1)*dv])
+			}
+		}
+	}
+}
+
 // deltaScratch holds one worker's chunk matrices (c = chunk length).
 type deltaScratch struct {
 	s       *scratchBuf
 	k       []float32 // [c, dk]: K, decayed in place at the end
+	kc      []float32 // [c, dk]: K, kept for the value heads of one key head
+	gram    []float32 // [2c, c]: [K; Q] Kᵀ, shared by those value heads
 	x       []float32 // [2c, dk]: Kβ over Q
 	v       []float32 // [c, dv]
 	att     []float32 // [2c, c]: A over (QKᵀ ⊙ D)
@@ -115,7 +163,7 @@ type deltaScratch struct {
 }
 
 func newDeltaScratch(b *Backend, c, dk, dv int) *deltaScratch {
-	s := b.getScratch(5*c + c*dk + 2*c*dk + c*dv + 2*c*c + c*c + 2*c*(dv+dk) + 2*c*dv)
+	s := b.getScratch(5*c + 2*c*dk + 2*c*c + 2*c*dk + c*dv + 2*c*c + c*c + 2*c*(dv+dk) + 2*c*dv)
 	ws := &deltaScratch{s: s}
 	d := s.d
 	take := func(n int) []float32 {
@@ -124,6 +172,7 @@ func newDeltaScratch(b *Backend, c, dk, dv int) *deltaScratch {
 		return x
 	}
 	ws.k, ws.x, ws.v = take(c*dk), take(2*c*dk), take(c*dv)
+	ws.kc, ws.gram = take(c*dk), take(2*c*c)
 	ws.att, ws.inv = take(2*c*c), take(c*c)
 	ws.z, ws.y = take(2*c*(dv+dk)), take(2*c*dv)
 	ws.beta, ws.g, ws.gam, ws.egm, ws.dec = take(c), take(c), take(c), take(c), take(c)
@@ -140,7 +189,10 @@ func newDeltaScratch(b *Backend, c, dk, dv int) *deltaScratch {
 //	[W; eγ Q] S           → W S and the inter-chunk outputs
 //	(QKᵀ ⊙ D) V'          → outputs, with V' = U − W S
 //	eγ_last S + (e^(γ_last−γ) K)ᵀ V' → the new state
-func (b *Backend) deltaChunk(ws *deltaScratch, cl, dk, dv int, st []float32) {
+//
+// With shared set, ws.gram[:2cl·cl] already holds [K; Q] Kᵀ (from
+// deltaKeyHead) and the first product becomes a row scaling by β.
+func (b *Backend) deltaChunk(ws *deltaScratch, cl, dk, dv int, st []float32, shared bool) {
 	k, v := ws.k[:cl*dk], ws.v[:cl*dv]
 	x := ws.x[:2*cl*dk]
 	kb, q := x[:cl*dk], x[cl*dk:]
@@ -162,7 +214,15 @@ func (b *Backend) deltaChunk(ws *deltaScratch, cl, dk, dv int, st []float32) {
 		scaleVec(zi[dv:], kbi, ei)
 	}
 	att := ws.att[:2*cl*cl]
-	b.sgemm(false, true, 2*cl, cl, dk, 1, x, dk, k, dk, 0, att, cl)
+	if shared {
+		gram := ws.gram[:2*cl*cl]
+		for i := range cl {
+			scaleVec(att[i*cl:i*cl+i], gram[i*cl:i*cl+i], ws.beta[i])
+			copy(att[(cl+i)*cl:(cl+i)*cl+i+1], gram[(cl+i)*cl:(cl+i)*cl+i+1])
+		}
+	} else {
+		b.sgemm(false, true, 2*cl, cl, dk, 1, x, dk, k, dk, 0, att, cl)
+	}
 	// A = strictly_lower(Kβ Kᵀ ⊙ D); P = lower(Q Kᵀ ⊙ D).
 	dec := ws.dec[:cl]
 	for i := range cl {
