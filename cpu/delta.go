@@ -120,15 +120,14 @@ func (b *Backend) deltaKeyHead(ws *deltaScratch, in *deltaInputs, row, kh int) {
 		base := row*a.T + t0
 		for i := range cl {
 			tok := base + i
-			copy(ws.kc[i*dk:(i+1)*dk], in.kn[(tok*nk+kh)*dk:])
 			copy(ws.x[i*dk:(i+1)*dk], in.kn[(tok*nk+kh)*dk:])
 			copy(ws.x[(cl+i)*dk:(cl+i+1)*dk], in.qn[(tok*nk+kh)*dk:])
 		}
-		b.sgemm(false, true, 2*cl, cl, dk, 1, ws.x, dk, ws.kc, dk, 0, ws.gram, cl)
+		copy(ws.k[:cl*dk], ws.x[:cl*dk])
+		b.sgemm(false, true, 2*cl, cl, dk, 1, ws.x, dk, ws.k, dk, 0, ws.gram, cl)
 		for j := kh * r; j < (kh+1)*r; j++ {
 			vOff := 2*nk*dk + j*dv
 			st := data(a.State[row])[j*dk*dv : (j+1)*dk*dv]
-			copy(ws.k[:cl*dk], ws.kc[:cl*dk])
 			for i := range cl {
 				tok := base + i
 				copy(ws.v[i*dv:(i+1)*dv], in.qkv[tok*width+vOff:])
@@ -147,10 +146,9 @@ func (b *Backend) deltaKeyHead(ws *deltaScratch, in *deltaInputs, row, kh int) {
 // deltaScratch holds one worker's chunk matrices (c = chunk length).
 type deltaScratch struct {
 	s       *scratchBuf
-	k       []float32 // [c, dk]: K, decayed in place at the end
-	kc      []float32 // [c, dk]: K, kept for the value heads of one key head
+	k       []float32 // [c, dk]: K (left intact by deltaChunk)
 	gram    []float32 // [2c, c]: [K; Q] Kᵀ, shared by those value heads
-	x       []float32 // [2c, dk]: Kβ over Q
+	x       []float32 // [2c, dk]: Kβ (at the end decayed K) over Q
 	v       []float32 // [c, dv]
 	att     []float32 // [2c, c]: A over (QKᵀ ⊙ D)
 	inv     []float32 // [c, c]: (I + A)⁻¹
@@ -163,7 +161,7 @@ type deltaScratch struct {
 }
 
 func newDeltaScratch(b *Backend, c, dk, dv int) *deltaScratch {
-	s := b.getScratch(5*c + 2*c*dk + 2*c*c + 2*c*dk + c*dv + 2*c*c + c*c + 2*c*(dv+dk) + 2*c*dv)
+	s := b.getScratch(5*c + c*dk + 2*c*c + 2*c*dk + c*dv + 2*c*c + c*c + 2*c*(dv+dk) + 2*c*dv)
 	ws := &deltaScratch{s: s}
 	d := s.d
 	take := func(n int) []float32 {
@@ -172,7 +170,7 @@ func newDeltaScratch(b *Backend, c, dk, dv int) *deltaScratch {
 		return x
 	}
 	ws.k, ws.x, ws.v = take(c*dk), take(2*c*dk), take(c*dv)
-	ws.kc, ws.gram = take(c*dk), take(2*c*c)
+	ws.gram = take(2 * c * c)
 	ws.att, ws.inv = take(2*c*c), take(c*c)
 	ws.z, ws.y = take(2*c*(dv+dk)), take(2*c*dv)
 	ws.beta, ws.g, ws.gam, ws.egm, ws.dec = take(c), take(c), take(c), take(c), take(c)
@@ -296,11 +294,11 @@ func (b *Backend) deltaChunk(ws *deltaScratch, cl, dk, dv int, st []float32, sha
 	b.sgemm(false, false, cl, dv, cl, 1, att[cl*cl:], cl, v, dv, 1, y[cl*dv:], dv)
 	// S = eγ_last S + (diag(e^(γ_last − γ)) K)ᵀ V'.
 	last := gam[cl-1]
+	// The decayed K goes where Kβ was (no longer needed), leaving K intact.
 	for i := range cl {
-		ki := k[i*dk : (i+1)*dk]
-		scaleVec(ki, ki, expFlush(last-gam[i]))
+		scaleVec(kb[i*dk:(i+1)*dk], k[i*dk:(i+1)*dk], expFlush(last-gam[i]))
 	}
-	b.sgemm(true, false, dk, dv, cl, 1, k, dk, v, dv, egm[cl-1], st, dv)
+	b.sgemm(true, false, dk, dv, cl, 1, kb, dk, v, dv, egm[cl-1], st, dv)
 }
 
 // l2norm writes scale · x / sqrt(Σx² + 1e-6) into dst.
