@@ -8,9 +8,11 @@ import (
 
 // GatedDelta runs the gated delta rule of a Gated DeltaNet layer in the
 // chunked form of qwen35.md §5.5: per row and value head, chunks of
-// a.Chunk positions from the row's first position, each solved with the
-// unit lower-triangular system I+A solved by forward substitution and the
-// chunk-sized products done with sgemm.
+// a.Chunk positions from the row's first position, each with the unit
+// lower-triangular system I+A solved by forward substitution and the
+// chunk-sized products done with sgemm. Small heads (dk+dv ≤
+// smallDeltaWidth) run one task per row and key head, whose value heads
+// share the chunk's [K; Q] Kᵀ.
 func (b *Backend) GatedDelta(out, qkv, alpha, beta tensor.Tensor, aLog, dtBias *tensor.Weight, a tensor.DeltaArgs) {
 	nk, nv, dk, dv := a.NK, a.NV, a.DK, a.DV
 	n := a.B * a.T
