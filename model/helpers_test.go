@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/startlux/startlux/cpu"
+	"github.com/startlux/startlux/internal/goldens"
 	"github.com/startlux/startlux/model/safetensors"
 	"github.com/startlux/startlux/tensor"
 )
@@ -102,27 +103,8 @@ func itoa(i int) string {
 	return string(b)
 }
 
-// maxRel returns the largest ‖a−b‖/‖b‖ over consecutive vectors of length n.
-func maxRel(a, b []float32, n int) float64 {
-	if len(a) != len(b) {
-		return math.Inf(1)
-	}
-	worst := 0.0
-	for off := 0; off < len(b); off += n {
-		var d, s float64
-		for i := off; i < off+n; i++ {
-			x := float64(a[i]) - float64(b[i])
-			d += x * x
-			s += float64(b[i]) * float64(b[i])
-		}
-		r := math.Sqrt(d / max(s, 1e-30))
-		if math.IsNaN(r) {
-			return math.Inf(1)
-		}
-		worst = max(worst, r)
-	}
-	return worst
-}
+// maxRel is the tolerance measure of the goldens ([goldens.MaxRel]).
+var maxRel = goldens.MaxRel
 
 func seq(n int) []int {
 	out := make([]int, n)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 )
@@ -37,4 +38,29 @@ func DecideDemo(testdata string) ([]DecideCase, error) {
 		return nil, errors.New(path + ": no cases")
 	}
 	return file.Cases, nil
+}
+
+// MaxRel returns the largest ‖a−b‖/‖b‖ over the consecutive vectors of
+// length n of a and b (one position's hidden state, one row's logits): the
+// measure every reference tolerance in testdata is stated in. Different
+// lengths and NaN give +Inf, so a tolerance check fails on them.
+func MaxRel(a, b []float32, n int) float64 {
+	if len(a) != len(b) || (n <= 0 && len(b) > 0) {
+		return math.Inf(1)
+	}
+	worst := 0.0
+	for off := 0; off < len(b); off += n {
+		var d, s float64
+		for i := off; i < off+n && i < len(b); i++ {
+			x := float64(a[i]) - float64(b[i])
+			d += x * x
+			s += float64(b[i]) * float64(b[i])
+		}
+		r := math.Sqrt(d / max(s, 1e-30))
+		if math.IsNaN(r) {
+			return math.Inf(1)
+		}
+		worst = max(worst, r)
+	}
+	return worst
 }
