@@ -16,7 +16,11 @@ func backendFlag(fs *flag.FlagSet) *string {
 
 // openBackend returns the backend the --backend flag names. auto picks Metal
 // on Apple Silicon when it opens, and the CPU backend everywhere else.
-func openBackend(name string) (tensor.Backend, error) {
+func openBackend(name string) (tensor.Backend, error) { return openBackendThreads(name, 0) }
+
+// openBackendThreads is openBackend with the CPU backends' thread count
+// (0: all cores); the GPU backends ignore it.
+func openBackendThreads(name string, threads int) (tensor.Backend, error) {
 	switch name {
 	case "auto":
 		if runtime.GOOS == "darwin" && runtime.GOARCH == "arm64" {
@@ -24,11 +28,11 @@ func openBackend(name string) (tensor.Backend, error) {
 				return be, nil
 			}
 		}
-		return cpu.New(cpu.Options{})
+		return cpu.New(cpu.Options{Threads: threads})
 	case "cpu":
-		return cpu.New(cpu.Options{})
+		return cpu.New(cpu.Options{Threads: threads})
 	case "cpu-go":
-		return cpu.New(cpu.Options{NoBLAS: true})
+		return cpu.New(cpu.Options{Threads: threads, NoBLAS: true})
 	case "metal":
 		be, err := openMetal()
 		if err != nil {
@@ -43,4 +47,13 @@ func openBackend(name string) (tensor.Backend, error) {
 		return be, nil
 	}
 	return nil, fmt.Errorf("unknown backend %q (want auto, cpu, cpu-go, metal or metal-emu)", name)
+}
+
+// backendLabel names a backend for a benchmark's report, with its thread
+// count where it has one.
+func backendLabel(be tensor.Backend) string {
+	if t, ok := be.(interface{ Threads() int }); ok {
+		return fmt.Sprintf("%s (%d threads)", be.Name(), t.Threads())
+	}
+	return be.Name()
 }

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/startlux/startlux"
-	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/tokenizer"
 )
@@ -30,13 +29,14 @@ func benchDecide(ctx context.Context, env *cmdEnv, args []string) error {
 	evTokens := fset.Int("evidence-tokens", 1500, "evidence length of the 8-question request, in tokens")
 	nBatch := fset.Int("requests", 64, "single-question requests in the batch comparison")
 	threads := fset.Int("threads", 0, "CPU backend threads (0: all cores)")
+	backend := backendFlag(fset)
 	if err := fset.Parse(args); err != nil {
 		return err
 	}
 	if *iters < 1 || *nBatch < 1 || *evTokens < 1 {
 		return fmt.Errorf("bench decide: --iters, --requests and --evidence-tokens must be positive")
 	}
-	be, err := cpu.New(cpu.Options{Threads: *threads})
+	be, err := openBackendThreads(*backend, *threads)
 	if err != nil {
 		return fmt.Errorf("bench decide: %w", err)
 	}
@@ -63,8 +63,8 @@ func benchDecide(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	info := e.Info()
 	w := env.stdout
-	fmt.Fprintf(w, "decide benchmark: model %s, backend %s (%d threads), GOOS/GOARCH %s/%s, preamble %d tokens\n",
-		filepath.Base(info.Path), info.Backend, be.Threads(), runtime.GOOS, runtime.GOARCH, info.PreambleTokens)
+	fmt.Fprintf(w, "decide benchmark: model %s, backend %s, GOOS/GOARCH %s/%s, preamble %d tokens\n",
+		filepath.Base(info.Path), backendLabel(be), runtime.GOOS, runtime.GOARCH, info.PreambleTokens)
 
 	// 1. One request of 8 questions about one long evidence: cold, then warm.
 	ev, n := benchEvidence(tok, 1, *evTokens)

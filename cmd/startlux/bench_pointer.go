@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/startlux/startlux"
-	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/model/safetensors"
 	"github.com/startlux/startlux/tokenizer"
@@ -30,6 +29,7 @@ func benchPointer(ctx context.Context, env *cmdEnv, args []string) error {
 	iters := fset.Int("iters", 5, "timed repetitions of each measurement (the median is shown)")
 	evTokens := fset.Int("evidence-tokens", 1500, "evidence length of the request, in tokens")
 	threads := fset.Int("threads", 0, "CPU backend threads (0: all cores)")
+	backend := backendFlag(fset)
 	if err := fset.Parse(args); err != nil {
 		return err
 	}
@@ -60,7 +60,7 @@ func benchPointer(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("bench pointer: %w", err)
 	}
-	be, err := cpu.New(cpu.Options{Threads: *threads})
+	be, err := openBackendThreads(*backend, *threads)
 	if err != nil {
 		return fmt.Errorf("bench pointer: %w", err)
 	}
@@ -86,8 +86,8 @@ func benchPointer(ctx context.Context, env *cmdEnv, args []string) error {
 	if label == "" {
 		label = "demo-decision base + random LoRA (r 4) and head (dp 32)"
 	}
-	fmt.Fprintf(w, "pointer benchmark: model %s, backend %s (%d threads), GOOS/GOARCH %s/%s, preamble %d tokens\n",
-		label, info.Backend, be.Threads(), runtime.GOOS, runtime.GOARCH, info.PreambleTokens)
+	fmt.Fprintf(w, "pointer benchmark: model %s, backend %s, GOOS/GOARCH %s/%s, preamble %d tokens\n",
+		label, backendLabel(be), runtime.GOOS, runtime.GOARCH, info.PreambleTokens)
 
 	type form struct {
 		name       string

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/startlux/startlux"
-	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/ipc"
+	"github.com/startlux/startlux/tensor"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -39,6 +39,7 @@ func benchServe(ctx context.Context, env *cmdEnv, args []string) error {
 	n := fs.Int("requests", 300, "requests per measurement")
 	clients := fs.Int("clients", 16, "concurrent clients of the many-clients measurement")
 	maxBatch := fs.Int("max-batch", 0, "the daemon's --max-batch (0: its default)")
+	backend := backendFlag(fs)
 	rounds := fs.Int("rounds", 3, "rounds of measurement (medians are shown); in-process and one-client calls alternate request by request")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -60,7 +61,7 @@ func benchServe(ctx context.Context, env *cmdEnv, args []string) error {
 	ran := make(chan error, 1)
 	go func() {
 		ran <- daemon.Run(dctx, daemon.RunOptions{Socket: sock, Daemon: daemon.Options{
-			Load: daemon.DecideLoader(daemon.LoaderOptions{}), Model: *modelDir, ModelsDir: tmp, MaxBatch: *maxBatch,
+			Load: daemon.DecideLoader(daemon.LoaderOptions{Backend: func() (tensor.Backend, error) { return openBackend(*backend) }}), Model: *modelDir, ModelsDir: tmp, MaxBatch: *maxBatch,
 		}, Listening: func(string) { close(listening) }})
 	}()
 	select {
@@ -86,7 +87,7 @@ func benchServe(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 
 	// The same model in-process, on the same backend.
-	be, err := cpu.New(cpu.Options{})
+	be, err := openBackend(*backend)
 	if err != nil {
 		return fmt.Errorf("bench serve: %w", err)
 	}
