@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -24,8 +26,28 @@ func benchmarks() []command {
 }
 
 func runBench(ctx context.Context, env *cmdEnv, args []string) error {
+	if len(args) > 0 && (args[0] == "--cpuprofile" || args[0] == "-cpuprofile") {
+		if len(args) < 2 {
+			return errors.New("bench: --cpuprofile needs a file name")
+		}
+		f, err := os.Create(args[1])
+		if err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("bench: cpu profile: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				fmt.Fprintf(env.stderr, "bench: cpu profile: %v\n", err)
+			}
+		}()
+		args = args[2:]
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(env.stderr, "usage: startlux bench <benchmark|all> [flags]\n\nbenchmarks:")
+		fmt.Fprintln(env.stderr, "usage: startlux bench [--cpuprofile FILE] <benchmark|all> [flags]\n\nbenchmarks:")
 		for _, b := range benchmarks() {
 			fmt.Fprintf(env.stderr, "  %-9s %s\n", b.name, b.summary)
 		}
