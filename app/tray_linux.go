@@ -2,17 +2,32 @@ package app
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 
 	"fyne.io/systray"
 
 	"github.com/startlux/startlux/app/icon"
 )
 
+// trayRan records that RunTray has run in this process. It mirrors the
+// package-level state of fyne.io/systray, whose quit and D-Bus connection
+// are once per process: a second tray would start on a closed connection and
+// panic inside the library.
+var trayRan atomic.Bool
+
+// ErrTrayRan is returned by a second RunTray in one process.
+var ErrTrayRan = errors.New("tray: fyne.io/systray runs one tray per process, and it has already run")
+
 // RunTray shows the controller's menu as a StatusNotifierItem with a
 // com.canonical.dbusmenu menu (fyne.io/systray) and blocks until ctx ends or
-// the quit action runs. Call it from the main goroutine.
+// the quit action runs. Call it from the main goroutine, once per process
+// (a second call returns ErrTrayRan).
 func RunTray(ctx context.Context, ctrl *Controller) error {
+	if trayRan.Swap(true) {
+		return ErrTrayRan
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	v := &linuxTray{clicks: clicks{ctx: ctx, ctrl: ctrl}}

@@ -3,6 +3,7 @@ package app
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
 	"slices"
@@ -214,6 +215,9 @@ func TestLinuxTrayOverDBus(t *testing.T) {
 	ctrl := New(d, sys, Options{Interval: 20 * time.Millisecond, ModelsDir: "/models", OnQuit: cancel})
 	ctrl.Poll(ctx)
 	go ctrl.Run(ctx)
+	if trayRan.Load() {
+		t.Skip("the tray already ran in this test process (go test -count > 1); fyne.io/systray runs once per process")
+	}
 	done := make(chan error, 1)
 	go func() { done <- RunTray(ctx, ctrl) }()
 
@@ -311,6 +315,9 @@ func TestLinuxTrayOverDBus(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("Quit did not end the tray")
+	}
+	if err := RunTray(context.Background(), ctrl); !errors.Is(err, ErrTrayRan) {
+		t.Errorf("a second RunTray in one process: %v, want ErrTrayRan", err)
 	}
 	// Exactly the clicked actions reached the system: rebuilding the menu
 	// must not fire the removed items (systray closes their channels).
