@@ -250,16 +250,11 @@ func (e *Engine) Decide(ctx context.Context, r *Request) (*Response, error) {
 	return resps[0], errs[0]
 }
 
-// job is one request on its way through DecideBatch.
+// job is one jevfmt/1 request on its way through DecideBatch.
 type job struct {
-	req      *Request
-	err      error
+	jobBase
 	evidence string
 	qs       []*qjob
-	cands    []*candidate // snapshots rows may start from, longest last
-	held     []*snapshot  // references to release at the end
-	tokens   int
-	done     time.Time
 }
 
 // candidate is a snapshot a job's rows may start from. pre marks snapshots
@@ -298,46 +293,24 @@ func (e *Engine) DecideBatch(ctx context.Context, reqs []*Request) ([]*Response,
 	if e.ptr != nil {
 		return e.decidePointer(ctx, reqs)
 	}
-	start := time.Now()
-	resps := make([]*Response, len(reqs))
-	errs := make([]error, len(reqs))
-	jobs := make([]*job, len(reqs))
-	for i, r := range reqs {
-		jobs[i] = e.prepare(r)
-	}
-	defer func() {
-		for _, j := range jobs {
-			for _, sn := range j.held {
-				e.store.release(sn)
+	return runBatch(ctx, e, reqs, family[*job]{
+		prepare: e.prepare,
+		plan:    e.planPrefix,
+		run:     e.runStages,
+		answers: func(j *job) Answers {
+			var as Answers
+			for _, qj := range j.qs {
+				as = append(as, makeAnswer(qj.q, qj.opts, qj.rank.probs))
 			}
-		}
-	}()
-	for _, j := range jobs {
-		if j.err == nil {
-			j.err = e.planPrefix(ctx, j)
-		}
-	}
-	if err := e.runStages(ctx, jobs); err != nil {
-		for _, j := range jobs {
-			if j.err == nil && j.done.IsZero() {
-				j.err = err
-			}
-		}
-	}
-	for i, j := range jobs {
-		if j.err != nil {
-			errs[i] = j.err
-			continue
-		}
-		resps[i] = e.response(j, start)
-	}
-	return resps, errs
+			return as
+		},
+	})
 }
 
 // prepare validates a request, renders and tokenises the first rows of each
 // question and checks them against the model's limit.
 func (e *Engine) prepare(r *Request) *job {
-	j := &job{req: r}
+	j := &job{jobBase: jobBase{req: r}}
 	ev, err := validatedEvidence(r)
 	if err != nil {
 		j.err = err
@@ -513,59 +486,33 @@ func (e *Engine) makeTask(j *job, qj *qjob, g int, ids []int32) task {
 	return t
 }
 
-// runTasks runs rows longest first in passes of at most MaxPassTokens padded
-// tokens, split where padding would cost more than a pass (planPasses), and hands each question its rows' probabilities.
+// runTasks runs the tasks' rows (forwardPasses) and hands each question
+// its rows' probabilities.
 func (e *Engine) runTasks(ctx context.Context, tasks []task) error {
-	sort.SliceStable(tasks, func(a, b int) bool { return len(tasks[a].rest) > len(tasks[b].rest) })
-	lens := make([]int, len(tasks))
+	rows := make([]model.Row, len(tasks))
 	for k, t := range tasks {
-		lens[k] = len(t.rest)
-	}
-	start := 0
-	for _, end := range planPasses(lens, MaxPassTokens) {
-		pass := tasks[start:end]
-		start = end
-		if err := ctx.Err(); err != nil {
-			return err
+		rows[k] = model.Row{IDs: t.rest, Gather: []int{len(t.rest) - 1}}
+		if t.from != nil {
+			rows[k].Prefix = t.from.sn.state
 		}
-		rows := make([]model.Row, len(pass))
-		for k, t := range pass {
-			rows[k] = model.Row{IDs: t.rest, Gather: []int{len(t.rest) - 1}}
+	}
+	return e.forwardPasses(ctx, rows, e.head, func(k int, out []float32) {
+		t := tasks[k]
+		t.j.tokens += len(t.rest)
+		if e.trace != nil {
+			full := t.rest
 			if t.from != nil {
-				rows[k].Prefix = t.from.sn.state
+				full = append(append([]int32(nil), t.from.sn.ids...), t.rest...)
 			}
+			e.trace(t.j.req, t.qj.q, full, out)
 		}
-		out, err := e.m.Forward(ctx, rows, e.head)
-		if err != nil {
-			return err
+		n := len(t.qj.rank.groups[t.g])
+		t.qj.probs[t.g] = softmaxT(out[:n], t.qj.T)
+		t.qj.pending--
+		if t.qj.pending == 0 {
+			t.qj.rank.advance(t.qj.probs)
 		}
-		for k, t := range pass {
-			t.j.tokens += len(t.rest)
-			if e.trace != nil {
-				full := t.rest
-				if t.from != nil {
-					full = append(append([]int32(nil), t.from.sn.ids...), t.rest...)
-				}
-				e.trace(t.j.req, t.qj.q, full, out[k])
-			}
-			n := len(t.qj.rank.groups[t.g])
-			t.qj.probs[t.g] = softmaxT(out[k][:n], t.qj.T)
-			t.qj.pending--
-			if t.qj.pending == 0 {
-				t.qj.rank.advance(t.qj.probs)
-			}
-		}
-	}
-	return nil
-}
-
-// response builds a finished job's response.
-func (e *Engine) response(j *job, start time.Time) *Response {
-	r := &Response{Tokens: j.tokens, CachedTokens: cachedPositions(j.cands), ElapsedMS: float64(j.done.Sub(start).Microseconds()) / 1000}
-	for _, qj := range j.qs {
-		r.Answers = append(r.Answers, makeAnswer(qj.q, qj.opts, qj.rank.probs))
-	}
-	return r
+	})
 }
 
 // cachedPositions counts the positions of the used snapshots made before

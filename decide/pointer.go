@@ -10,7 +10,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/startlux/startlux/model"
@@ -249,18 +248,14 @@ func pointerBranch(tok Encoder, instructions string, opts []Option) (ids []int32
 	return ids, len(ids) - 1, pos
 }
 
-// pjob is one request on its way through decidePointer.
+// pjob is one pointer/1 request on its way through DecideBatch. Its cands
+// are the snapshots made before the request that the state used.
 type pjob struct {
-	req    *Request
-	err    error
-	state  []int32
-	qs     []*pquestion
-	from   *snapshot    // the state's snapshot the branches start from (nil in the row form)
-	cands  []*candidate // snapshots made before the request that the state used
-	held   []*snapshot  // references to release at the end
-	tokens int
-	left   int // questions not yet answered
-	done   time.Time
+	jobBase
+	state []int32
+	qs    []*pquestion
+	from  *snapshot // the state's snapshot the branches start from (nil in the row form)
+	left  int       // questions not yet answered
 }
 
 // pquestion is one question's branch and, once run, its probabilities.
@@ -278,50 +273,29 @@ type pquestion struct {
 // every question's branch runs as a right-padded row from it, rows of all
 // requests packed into passes of at most MaxPassTokens padded tokens.
 func (e *Engine) decidePointer(ctx context.Context, reqs []*Request) ([]*Response, []error) {
-	start := time.Now()
-	resps := make([]*Response, len(reqs))
-	errs := make([]error, len(reqs))
-	jobs := make([]*pjob, len(reqs))
-	for i, r := range reqs {
-		jobs[i] = e.preparePointer(r)
-	}
-	defer func() {
-		for _, j := range jobs {
-			for _, sn := range j.held {
-				e.store.release(sn)
+	return runBatch(ctx, e, reqs, family[*pjob]{
+		prepare: e.preparePointer,
+		plan: func(ctx context.Context, j *pjob) error {
+			if e.ptr.row {
+				return nil
 			}
-		}
-	}()
-	for _, j := range jobs {
-		if j.err == nil && !e.ptr.row {
-			j.err = e.pointerState(ctx, j)
-		}
-	}
-	if err := e.runBranches(ctx, jobs); err != nil {
-		for _, j := range jobs {
-			if j.err == nil && j.done.IsZero() {
-				j.err = err
+			return e.pointerState(ctx, j)
+		},
+		run: e.runBranches,
+		answers: func(j *pjob) Answers {
+			var as Answers
+			for _, pq := range j.qs {
+				as = append(as, makeAnswer(pq.q, pq.opts, pq.probs))
 			}
-		}
-	}
-	for i, j := range jobs {
-		if j.err != nil {
-			errs[i] = j.err
-			continue
-		}
-		r := &Response{Tokens: j.tokens, CachedTokens: cachedPositions(j.cands), ElapsedMS: float64(j.done.Sub(start).Microseconds()) / 1000}
-		for _, pq := range j.qs {
-			r.Answers = append(r.Answers, makeAnswer(pq.q, pq.opts, pq.probs))
-		}
-		resps[i] = r
-	}
-	return resps, errs
+			return as
+		},
+	})
 }
 
 // preparePointer validates a request, tokenises its state and branches and
 // checks them against the model's limit.
 func (e *Engine) preparePointer(r *Request) *pjob {
-	j := &pjob{req: r}
+	j := &pjob{jobBase: jobBase{req: r}}
 	ev, err := validatedEvidence(r)
 	if err != nil {
 		j.err = err
@@ -396,9 +370,8 @@ type ptask struct {
 	row model.Row
 }
 
-// runBranches runs every question's row, longest first, in passes of at
-// most MaxPassTokens padded tokens (split as planPasses says), and reads the
-// head out.
+// runBranches runs every question's row (forwardPasses) and reads the head
+// out.
 func (e *Engine) runBranches(ctx context.Context, jobs []*pjob) error {
 	var tasks []ptask
 	for _, j := range jobs {
@@ -420,42 +393,25 @@ func (e *Engine) runBranches(ctx context.Context, jobs []*pjob) error {
 			tasks = append(tasks, t)
 		}
 	}
-	sort.SliceStable(tasks, func(a, b int) bool { return len(tasks[a].row.IDs) > len(tasks[b].row.IDs) })
 	H := e.m.Config.Hidden
-	lens := make([]int, len(tasks))
+	rows := make([]model.Row, len(tasks))
 	for k, t := range tasks {
-		lens[k] = len(t.row.IDs)
+		rows[k] = t.row
 	}
-	start := 0
-	for _, end := range planPasses(lens, MaxPassTokens) {
-		pass := tasks[start:end]
-		start = end
-		if err := ctx.Err(); err != nil {
-			return err
+	return e.forwardPasses(ctx, rows, nil, func(k int, out []float32) {
+		t := tasks[k]
+		pq := t.pq
+		z := e.ptr.logits(out, len(pq.pos), H)
+		if e.ptr.trace != nil {
+			e.ptr.trace(t.j.req, pq.q, t.j.state, pq.branch, pq.decide, pq.pos, z)
 		}
-		rows := make([]model.Row, len(pass))
-		for k, t := range pass {
-			rows[k] = t.row
+		pq.probs = softmaxT(z, 1)
+		t.j.tokens += len(t.row.IDs)
+		t.j.left--
+		if t.j.left == 0 {
+			t.j.done = time.Now()
 		}
-		out, err := e.m.Forward(ctx, rows, nil)
-		if err != nil {
-			return err
-		}
-		for k, t := range pass {
-			pq := t.pq
-			z := e.ptr.logits(out[k], len(pq.pos), H)
-			if e.ptr.trace != nil {
-				e.ptr.trace(t.j.req, pq.q, t.j.state, pq.branch, pq.decide, pq.pos, z)
-			}
-			pq.probs = softmaxT(z, 1)
-			t.j.tokens += len(t.row.IDs)
-			t.j.left--
-			if t.j.left == 0 {
-				t.j.done = time.Now()
-			}
-		}
-	}
-	return nil
+	})
 }
 
 // logits applies the head to a row's gathered hidden states (n options,
