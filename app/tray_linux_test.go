@@ -262,20 +262,22 @@ func TestLinuxTrayOverDBus(t *testing.T) {
 		t.Errorf("ToolTip %v lacks the model", tip)
 	}
 
-	click := func(root dbusItem, label string) {
+	// click sends a click; with flags dbus.FlagNoReplyExpected it does not
+	// wait for the reply (Quit may close the tray's connection first).
+	click := func(root dbusItem, label string, flags dbus.Flags) {
 		t.Helper()
 		id, ok := root.find(label)
 		if !ok {
 			t.Fatalf("no %q in the D-Bus menu:\n%s", label, root.text())
 		}
-		call := conn.Object(sender, "/StatusNotifierItem/menu").Call("com.canonical.dbusmenu.Event", 0, id, "clicked", dbus.MakeVariant(""), uint32(0))
+		call := conn.Object(sender, "/StatusNotifierItem/menu").Call("com.canonical.dbusmenu.Event", flags, id, "clicked", dbus.MakeVariant(""), uint32(0))
 		if call.Err != nil {
 			t.Fatalf("click %q: %v", label, call.Err)
 		}
 	}
 
 	// Switch model through the menu: the same items update in place.
-	click(root, "other")
+	click(root, "other", 0)
 	root = waitMenu("after switching", func(s string) bool { return strings.Contains(s, "✓ other") && strings.Contains(s, "Model: other") })
 	d.mu.Lock()
 	loads := slices.Clone(d.loads)
@@ -284,7 +286,7 @@ func TestLinuxTrayOverDBus(t *testing.T) {
 		t.Errorf("loads %v, want [other]", loads)
 	}
 
-	click(root, "Open Models Folder…")
+	click(root, "Open Models Folder…", 0)
 	deadline := time.Now().Add(5 * time.Second)
 	for !slices.Contains(sys.Calls(), "open /models") {
 		if time.Now().After(deadline) {
@@ -304,10 +306,10 @@ func TestLinuxTrayOverDBus(t *testing.T) {
 	d.err = fmt.Errorf("no daemon is listening")
 	d.mu.Unlock()
 	root = waitMenu("daemon down", func(s string) bool { return strings.Contains(s, "Start Daemon") })
-	click(root, "Start Daemon")
+	click(root, "Start Daemon", 0)
 	root = waitMenu("starting", func(s string) bool { return strings.Contains(s, "Daemon starting…") })
 
-	click(root, "Quit StartLux")
+	click(root, "Quit StartLux", dbus.FlagNoReplyExpected)
 	select {
 	case err := <-done:
 		if err != nil {
