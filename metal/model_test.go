@@ -9,7 +9,6 @@ import (
 	"github.com/startlux/startlux/internal/goldens"
 	"github.com/startlux/startlux/metal"
 	"github.com/startlux/startlux/model"
-	"github.com/startlux/startlux/model/safetensors"
 )
 
 // The whole Qwen3.5 graph through the emulated Metal backend, against the
@@ -36,39 +35,13 @@ var goldenRuns = []struct {
 	{"../testdata/tiny-qwen35-mlx-8bit", "../testdata/goldens/tiny-qwen35-mlx-8bit.goldens.safetensors", []string{"rand65"}},
 }
 
-type golden struct {
-	name         string
-	ids          []int32
-	norm, logits []float32
-}
-
-func readGoldens(t *testing.T, path string) []golden {
+func readGoldens(t *testing.T, path string) []goldens.Forward {
 	t.Helper()
-	f, err := safetensors.Open(path)
+	cases, err := goldens.ReadForward(path, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var out []golden
-	for _, n := range f.Names() {
-		cs, ok := strings.CutSuffix(n, ".ids")
-		if !ok {
-			continue
-		}
-		g := golden{name: cs}
-		info := f.Tensor(n)
-		d := info.Data
-		for i := range info.Elems() {
-			g.ids = append(g.ids, int32(uint32(d[4*i])|uint32(d[4*i+1])<<8|uint32(d[4*i+2])<<16|uint32(d[4*i+3])<<24))
-		}
-		g.norm = f.Tensor(cs + ".norm").Weight().Float32s()
-		g.logits = f.Tensor(cs + ".logits_last").Weight().Float32s()
-		out = append(out, g)
-	}
-	if len(out) == 0 {
-		t.Fatal("no golden cases")
-	}
-	return out
+	return cases
 }
 
 // maxRel is the tolerance measure of the goldens ([goldens.MaxRel]).
@@ -110,27 +83,27 @@ func TestModelGoldens(t *testing.T) {
 		}
 		full := os.Getenv("STARTLUX_METAL_FULL") != ""
 		for _, g := range readGoldens(t, run.goldens) {
-			if !want[g.name] && !full {
+			if !want[g.Name] && !full {
 				continue
 			}
-			delete(want, g.name)
-			t.Run(strings.TrimPrefix(run.dir, "../testdata/")+"/"+g.name, func(t *testing.T) {
-				T := len(g.ids)
-				out, err := m.Forward(ctx, []model.Row{{IDs: g.ids, Gather: seq(T)}}, nil)
+			delete(want, g.Name)
+			t.Run(strings.TrimPrefix(run.dir, "../testdata/")+"/"+g.Name, func(t *testing.T) {
+				T := len(g.IDs)
+				out, err := m.Forward(ctx, []model.Row{{IDs: g.IDs, Gather: seq(T)}}, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
-				if r, rp := maxRel(out[0], g.norm, len(g.norm)), maxRel(out[0], g.norm, H); r > 1e-4 || rp > perPosTol {
+				if r, rp := maxRel(out[0], g.Norm, len(g.Norm)), maxRel(out[0], g.Norm, H); r > 1e-4 || rp > perPosTol {
 					t.Errorf("norm: relative error %.2e, per position %.2e", r, rp)
 				}
-				lg, err := m.Forward(ctx, []model.Row{{IDs: g.ids, Gather: []int{T - 1}}}, m.Head())
+				lg, err := m.Forward(ctx, []model.Row{{IDs: g.IDs, Gather: []int{T - 1}}}, m.Head())
 				if err != nil {
 					t.Fatal(err)
 				}
-				if r := maxRel(lg[0], g.logits, len(g.logits)); r > 1e-4 {
+				if r := maxRel(lg[0], g.Logits, len(g.Logits)); r > 1e-4 {
 					t.Errorf("logits_last: relative error %.2e", r)
 				} else {
-					t.Logf("T=%d logits rel %.2e, norm rel %.2e", T, r, maxRel(out[0], g.norm, len(g.norm)))
+					t.Logf("T=%d logits rel %.2e, norm rel %.2e", T, r, maxRel(out[0], g.Norm, len(g.Norm)))
 				}
 			})
 		}

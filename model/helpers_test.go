@@ -41,66 +41,18 @@ func loadTiny(t testing.TB, dir string) *Model {
 	return m
 }
 
-// golden is one case of the goldens file.
-type golden struct {
-	name   string
-	ids    []int32
-	layers [][]float32 // per layer, [T, H]
-	norm   []float32
-	logits []float32
-}
+// golden is one case of a forward-pass goldens file.
+type golden = goldens.Forward
 
+// readGoldens reads the cases of a goldens file with the outputs of the
+// first layers layers.
 func readGoldens(t testing.TB, path string, layers int) []golden {
 	t.Helper()
-	f, err := safetensors.Open(path)
+	cases, err := goldens.ReadForward(path, layers)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var out []golden
-	for _, n := range f.Names() {
-		cs, ok := cutSuffix(n, ".ids")
-		if !ok {
-			continue
-		}
-		g := golden{name: cs}
-		info := f.Tensor(n)
-		if info.DType != tensor.I32 {
-			t.Fatalf("%s is %s", n, info.DType)
-		}
-		for i := range info.Elems() {
-			d := info.Data[4*i:]
-			g.ids = append(g.ids, int32(uint32(d[0])|uint32(d[1])<<8|uint32(d[2])<<16|uint32(d[3])<<24))
-		}
-		get := func(k string) []float32 {
-			ti := f.Tensor(cs + "." + k)
-			if ti == nil {
-				return nil
-			}
-			return ti.Weight().Float32s()
-		}
-		for i := range layers {
-			g.layers = append(g.layers, get("layer."+itoa(i)))
-		}
-		g.norm, g.logits = get("norm"), get("logits_last")
-		out = append(out, g)
-	}
-	if len(out) == 0 {
-		t.Fatalf("%s: no cases", path)
-	}
-	return out
-}
-
-func cutSuffix(s, suf string) (string, bool) {
-	if len(s) >= len(suf) && s[len(s)-len(suf):] == suf {
-		return s[:len(s)-len(suf)], true
-	}
-	return s, false
-}
-
-func itoa(i int) string {
-	b, _ := json.Marshal(i)
-	return string(b)
+	return cases
 }
 
 // maxRel is the tolerance measure of the goldens ([goldens.MaxRel]).
@@ -152,8 +104,17 @@ func stateBits(t testing.TB, s *State) [][]uint32 {
 // letting edit change config.json (as a map) and the tensors.
 func rewrite(t testing.TB, src string, edit func(cfg map[string]any, ents []safetensors.Entry) []safetensors.Entry) string {
 	t.Helper()
+	return rewriteFiles(t, src, "config.json", "model.safetensors", map[string]string{"format": "pt"}, edit)
+}
+
+// rewriteFiles copies a JSON config and a safetensors file (named cfgName
+// and weightsName) from src to a new temporary directory, letting edit change
+// the config (as a map) and the tensors; a nil result from edit leaves the
+// tensors out.
+func rewriteFiles(t testing.TB, src, cfgName, weightsName string, meta map[string]string, edit func(cfg map[string]any, ents []safetensors.Entry) []safetensors.Entry) string {
+	t.Helper()
 	dst := t.TempDir()
-	raw, err := os.ReadFile(filepath.Join(src, "config.json"))
+	raw, err := os.ReadFile(filepath.Join(src, cfgName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +122,7 @@ func rewrite(t testing.TB, src string, edit func(cfg map[string]any, ents []safe
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	f, err := safetensors.Open(filepath.Join(src, "model.safetensors"))
+	f, err := safetensors.Open(filepath.Join(src, weightsName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,11 +138,11 @@ func rewrite(t testing.TB, src string, edit func(cfg map[string]any, ents []safe
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dst, "config.json"), cb, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dst, cfgName), cb, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if ents != nil {
-		if err := safetensors.WriteFile(filepath.Join(dst, "model.safetensors"), ents, map[string]string{"format": "pt"}); err != nil {
+		if err := safetensors.WriteFile(filepath.Join(dst, weightsName), ents, meta); err != nil {
 			t.Fatal(err)
 		}
 	}

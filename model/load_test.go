@@ -147,14 +147,14 @@ func outputs(t *testing.T, m *Model) [][]float32 {
 	t.Helper()
 	var out [][]float32
 	for _, g := range readGoldens(t, goldenFile, 0) {
-		if len(g.ids) > 100 {
+		if len(g.IDs) > 100 {
 			continue
 		}
-		o, err := m.Forward(context.Background(), []Row{{IDs: g.ids, Gather: seq(len(g.ids))}}, nil)
+		o, err := m.Forward(context.Background(), []Row{{IDs: g.IDs, Gather: seq(len(g.IDs))}}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := m.Forward(context.Background(), []Row{{IDs: g.ids, Gather: []int{len(g.ids) - 1}}}, m.Head())
+		l, err := m.Forward(context.Background(), []Row{{IDs: g.IDs, Gather: []int{len(g.IDs) - 1}}}, m.Head())
 		if err != nil {
 			t.Fatal(err)
 		}

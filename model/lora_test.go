@@ -1,9 +1,7 @@
 package model
 
 import (
-	"encoding/json"
-	"os"
-	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -39,7 +37,7 @@ func TestLoRAMergeGoldens(t *testing.T) {
 	base := readGoldens(t, goldenFile, 0)
 	ids := map[string]golden{}
 	for _, g := range base {
-		ids[g.name] = g
+		ids[g.Name] = g
 	}
 	for _, c := range []struct{ name, dir string }{{"lora", loraDir}, {"rslora", rsloraDir}} {
 		t.Run(c.name, func(t *testing.T) {
@@ -60,16 +58,16 @@ func TestLoRAMergeGoldens(t *testing.T) {
 				}
 				wantNorm := f.Tensor(c.name + "." + cs + ".norm").Weight().Float32s()
 				wantLogits := f.Tensor(c.name + "." + cs + ".logits_last").Weight().Float32s()
-				norm := hidden(t, m, nil, g.ids)
+				norm := hidden(t, m, nil, g.IDs)
 				if r, rp := maxRel(norm, wantNorm, len(wantNorm)), maxRel(norm, wantNorm, H); r > 1e-4 || rp > perPosTol {
 					t.Errorf("%s: norm: relative error %.2e, per position %.2e", cs, r, rp)
 				}
-				logits := forwardLogits(t, m, g.ids)
+				logits := forwardLogits(t, m, g.IDs)
 				if r := maxRel(logits, wantLogits, len(wantLogits)); r > 1e-4 {
 					t.Errorf("%s: logits_last: relative error %.2e", cs, r)
 				}
 				// The adapter must matter: the base's logits are far off.
-				if r := maxRel(g.logits, wantLogits, len(wantLogits)); r < 1e-2 {
+				if r := maxRel(g.Logits, wantLogits, len(wantLogits)); r < 1e-2 {
 					t.Errorf("%s: the base's logits are within %.2e of the merged ones: the check cannot tell", cs, r)
 				}
 			}
@@ -103,7 +101,7 @@ func TestLoRAScale(t *testing.T) {
 			if c.got == nil {
 				continue
 			}
-			stem := "base_model.model.model.layers." + itoa(i) + "." + c.name
+			stem := "base_model.model.model.layers." + strconv.Itoa(i) + "." + c.name
 			var pair *loraPair
 			for k := range ad.pairs {
 				if ad.pairs[k].stem == stem {
@@ -148,38 +146,7 @@ func TestLoRAScale(t *testing.T) {
 // edit change its config and tensors.
 func writeAdapter(t *testing.T, edit func(cfg map[string]any, ents []safetensors.Entry) []safetensors.Entry) string {
 	t.Helper()
-	dst := t.TempDir()
-	raw, err := os.ReadFile(filepath.Join(loraDir, AdapterConfigFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cfg map[string]any
-	if err := json.Unmarshal(raw, &cfg); err != nil {
-		t.Fatal(err)
-	}
-	f, err := safetensors.Open(filepath.Join(loraDir, AdapterWeightsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var ents []safetensors.Entry
-	for _, n := range f.Names() {
-		info := f.Tensor(n)
-		ents = append(ents, safetensors.Entry{Name: n, DType: info.DType, Shape: append([]int(nil), info.Shape...),
-			Data: append([]byte(nil), info.Data...)})
-	}
-	ents = edit(cfg, ents)
-	cb, err := json.Marshal(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dst, AdapterConfigFile), cb, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := safetensors.WriteFile(filepath.Join(dst, AdapterWeightsFile), ents, nil); err != nil {
-		t.Fatal(err)
-	}
-	return dst
+	return rewriteFiles(t, loraDir, AdapterConfigFile, AdapterWeightsFile, nil, edit)
 }
 
 // TestLoRARefusals checks that every adapter a weight merge cannot
@@ -276,7 +243,7 @@ func TestLoRAOnVLLayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		outs = append(outs, hidden(t, m, nil, g.ids))
+		outs = append(outs, hidden(t, m, nil, g.IDs))
 		m.Close()
 	}
 	if r := maxRel(outs[1], outs[0], len(outs[0])); r != 0 {

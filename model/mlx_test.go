@@ -29,23 +29,23 @@ func TestMLXQuantised(t *testing.T) {
 			}
 			H := m.Config.Hidden
 			for _, g := range readGoldens(t, c.goldens, 0) {
-				norm := hidden(t, m, nil, g.ids)
-				if r, rp := maxRel(norm, g.norm, len(g.norm)), maxRel(norm, g.norm, H); r > 1e-4 || rp > perPosTol {
-					t.Errorf("%s: norm: relative error %.2e, per position %.2e", g.name, r, rp)
+				norm := hidden(t, m, nil, g.IDs)
+				if r, rp := maxRel(norm, g.Norm, len(g.Norm)), maxRel(norm, g.Norm, H); r > 1e-4 || rp > perPosTol {
+					t.Errorf("%s: norm: relative error %.2e, per position %.2e", g.Name, r, rp)
 				}
-				out := forwardLogits(t, m, g.ids)
-				if r := maxRel(out, g.logits, m.Config.Vocab); r > 1e-4 {
-					t.Errorf("%s: logits_last: relative error %.2e", g.name, r)
+				out := forwardLogits(t, m, g.IDs)
+				if r := maxRel(out, g.Logits, m.Config.Vocab); r > 1e-4 {
+					t.Errorf("%s: logits_last: relative error %.2e", g.Name, r)
 				}
 				// The letter readout: a few quantised head rows alone.
 				pick := []int{4095, 0, 1234}
-				part, err := m.Forward(context.Background(), []Row{{IDs: g.ids, Gather: []int{len(g.ids) - 1}}}, m.HeadRows(pick))
+				part, err := m.Forward(context.Background(), []Row{{IDs: g.IDs, Gather: []int{len(g.IDs) - 1}}}, m.HeadRows(pick))
 				if err != nil {
 					t.Fatal(err)
 				}
 				want := []float32{out[4095], out[0], out[1234]}
 				if r := maxRel(part[0], want, len(want)); r > 1e-5 {
-					t.Errorf("%s: head rows %v give %v, full head %v", g.name, pick, part[0], want)
+					t.Errorf("%s: head rows %v give %v, full head %v", g.Name, pick, part[0], want)
 				}
 			}
 		})

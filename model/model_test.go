@@ -48,25 +48,25 @@ func TestGoldens(t *testing.T) {
 				}
 			}
 			for _, g := range cases {
-				T := len(g.ids)
-				norm := hidden(t, m, nil, g.ids)
-				for i, want := range g.layers {
+				T := len(g.IDs)
+				norm := hidden(t, m, nil, g.IDs)
+				for i, want := range g.Layers {
 					if want == nil {
 						continue
 					}
 					if r, rp := maxRel(layers[i], want, len(want)), maxRel(layers[i], want, H); r > 1e-4 || rp > perPosTol {
-						t.Errorf("%s: layer %d: relative error %.2e, per position %.2e", g.name, i, r, rp)
+						t.Errorf("%s: layer %d: relative error %.2e, per position %.2e", g.Name, i, r, rp)
 					}
 				}
-				if r, rp := maxRel(norm, g.norm, len(g.norm)), maxRel(norm, g.norm, H); r > 1e-4 || rp > perPosTol {
-					t.Errorf("%s: norm: relative error %.2e, per position %.2e", g.name, r, rp)
+				if r, rp := maxRel(norm, g.Norm, len(g.Norm)), maxRel(norm, g.Norm, H); r > 1e-4 || rp > perPosTol {
+					t.Errorf("%s: norm: relative error %.2e, per position %.2e", g.Name, r, rp)
 				}
-				out, err := m.Forward(context.Background(), []Row{{IDs: g.ids, Gather: []int{T - 1}}}, m.Head())
+				out, err := m.Forward(context.Background(), []Row{{IDs: g.IDs, Gather: []int{T - 1}}}, m.Head())
 				if err != nil {
 					t.Fatal(err)
 				}
-				if r := maxRel(out[0], g.logits, c.Vocab); r > 1e-4 {
-					t.Errorf("%s: logits_last: relative error %.2e", g.name, r)
+				if r := maxRel(out[0], g.Logits, c.Vocab); r > 1e-4 {
+					t.Errorf("%s: logits_last: relative error %.2e", g.Name, r)
 				}
 			}
 		})
@@ -78,7 +78,7 @@ func TestGoldens(t *testing.T) {
 func TestHeadRows(t *testing.T) {
 	m := loadTiny(t, tinyDir)
 	g := readGoldens(t, goldenFile, 0)[0]
-	rows := []Row{{IDs: g.ids, Gather: []int{0, len(g.ids) - 1}}}
+	rows := []Row{{IDs: g.IDs, Gather: []int{0, len(g.IDs) - 1}}}
 	full, err := m.Forward(context.Background(), rows, m.Head())
 	if err != nil {
 		t.Fatal(err)
@@ -120,8 +120,8 @@ func testResume(t *testing.T, dir string) {
 	H := m.Config.Hidden
 	var ids []int32
 	for _, g := range readGoldens(t, goldenFile, 0) {
-		if g.name == "rand300" {
-			ids = g.ids[:150]
+		if g.Name == "rand300" {
+			ids = g.IDs[:150]
 		}
 	}
 	whole := hidden(t, m, nil, ids)
@@ -189,8 +189,8 @@ func testBatch(t *testing.T, dir string) {
 	ctx := context.Background()
 	var ids []int32
 	for _, g := range readGoldens(t, goldenFile, 0) {
-		if g.name == "prompt" {
-			ids = g.ids
+		if g.Name == "prompt" {
+			ids = g.IDs
 		}
 	}
 	p1, err := m.Prefill(ctx, nil, ids[:20])
