@@ -19,13 +19,19 @@ import (
 // startDaemon runs a daemon on a fresh socket until the test ends.
 func startDaemon(t *testing.T, opts Options) string {
 	t.Helper()
+	return startRun(t, RunOptions{Daemon: opts})
+}
+
+// startRun runs Run with o on a fresh socket until the test ends, and
+// checks that shutdown removes the socket.
+func startRun(t *testing.T, o RunOptions) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "d.sock")
 	ctx, cancel := context.WithCancel(context.Background())
 	listening := make(chan struct{})
 	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, RunOptions{Socket: path, Daemon: opts, Listening: func(string) { close(listening) }})
-	}()
+	o.Socket, o.Listening = path, func(string) { close(listening) }
+	go func() { done <- Run(ctx, o) }()
 	select {
 	case <-listening:
 	case err := <-done:

@@ -52,25 +52,8 @@ func checkGolden(resp *decide.Response, gc *goldenCase, tol float64) error {
 // waits until it is ready.
 func startDemoDaemon(t *testing.T) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "d.sock")
-	ctx, cancel := context.WithCancel(context.Background())
-	listening := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(ctx, RunOptions{Socket: path, Daemon: Options{Load: DecideLoader(LoaderOptions{}), ModelsDir: t.TempDir()},
-			Server: ipc.ServerOptions{ReadTimeout: 300 * time.Millisecond}, Listening: func(string) { close(listening) }})
-	}()
-	select {
-	case <-listening:
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run: %v", err)
-		}
-	})
+	path := startRun(t, RunOptions{Daemon: Options{Load: DecideLoader(LoaderOptions{}), ModelsDir: t.TempDir()},
+		Server: ipc.ServerOptions{ReadTimeout: 300 * time.Millisecond}})
 	c := dial(t, path)
 	var st Status
 	waitFor(t, func() bool {
