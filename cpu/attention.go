@@ -24,7 +24,8 @@ const attnBlock = 64
 // exponential sum. The rows' own keys then run per (row, head, block of
 // queries), a block only scoring the keys up to its last position, and are
 // merged with the prefix part by rescaling both to the larger maximum. The
-// scores and the weighted sums go through sgemm.
+// scores and the weighted sums go through sgemm. Queries at padding
+// positions (a.Len) are skipped and get zeros.
 func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 	hd := a.HeadDim
 	qs, ks := a.Heads*hd, a.KVHeads*hd // token strides
@@ -45,7 +46,15 @@ func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 		kvh := h / (a.Heads / a.KVHeads)
 		prefix := a.Prefix != nil && a.Prefix[row].Len > 0
 		i0 := blk * attnBlock
-		i1 := min(a.T, i0+attnBlock)
+		end := min(a.T, i0+attnBlock)
+		i1 := min(end, rowLen(a, row))
+		// Queries at padding positions get zeros.
+		for i := max(i0, i1); i < end; i++ {
+			clear(od[(row*a.T+i)*qs+h*hd:][:hd])
+		}
+		if i1 <= i0 {
+			return
+		}
 		nq := i1 - i0
 		nk := i1 // keys of the block's last query
 		s := b.getScratch(nq*nk + nq)
@@ -88,6 +97,14 @@ func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 // time.
 const prefixChunk = 128
 
+// rowLen returns the number of real positions of row (a.Len, or all T).
+func rowLen(a tensor.AttnArgs, row int) int {
+	if a.Len == nil {
+		return a.T
+	}
+	return min(a.T, a.Len[row])
+}
+
 // hasPrefix reports whether some row of a has prefix keys.
 func hasPrefix(a tensor.AttnArgs) bool {
 	for _, p := range a.Prefix {
@@ -103,8 +120,8 @@ func hasPrefix(a tensor.AttnArgs) bool {
 // keys, it writes m1 = max s to pm, l1 = Σ e^(s−m1) to pl (both at index
 // token·Heads + head) and Σ e^(s−m1)·v to the query's place in od. The
 // queries of the rows sharing one prefix entry and of the query heads of one
-// kv head form one matrix, [rows, T, heads of the group] in that order,
-// taken prefixChunk queries at a time.
+// kv head form one matrix, [rows, real positions, heads of the group] in
+// that order, taken prefixChunk queries at a time.
 func (b *Backend) attendPrefix(od, qd, pm, pl []float32, a tensor.AttnArgs) {
 	hd, group := a.HeadDim, a.Heads/a.KVHeads
 	ks := a.KVHeads * hd
@@ -129,9 +146,22 @@ func (b *Backend) attendPrefix(od, qd, pm, pl []float32, a tensor.AttnArgs) {
 	}
 	type task struct{ g, kvh, c0, c1 int }
 	var tasks []task
-	perRow := a.T * group
+	// places[g][j] is where query j of group g's matrix sits in q and od
+	// (in heads, less the kv head's first head): the real positions of the
+	// group's rows, each with the query heads of one kv head.
+	places := make([][]int, len(groups))
 	for g, rows := range groups {
-		m := len(rows) * perRow
+		for _, row := range rows {
+			for t := range rowLen(a, row) {
+				for r := range group {
+					places[g] = append(places[g], (row*a.T+t)*a.Heads+r)
+				}
+			}
+		}
+		m := len(places[g])
+		if m == 0 {
+			continue
+		}
 		chunks := (m + prefixChunk - 1) / prefixChunk
 		step := (m + chunks - 1) / chunks
 		for kvh := range a.KVHeads {
@@ -152,12 +182,7 @@ func (b *Backend) attendPrefix(od, qd, pm, pl []float32, a tensor.AttnArgs) {
 		pk, pv := data(kv.K)[t.kvh*hd:], data(kv.V)[t.kvh*hd:]
 		s := b.getScratch(mc * (2*hd + p))
 		qc, oc, sc := s.d[:mc*hd], s.d[mc*hd:2*mc*hd], s.d[2*mc*hd:]
-		// Query j of the group's matrix: row rows[j/perRow], position
-		// (j%perRow)/group, head kvh·group + j%group.
-		place := func(j int) int {
-			row, r := rows[j/perRow], j%perRow
-			return (row*a.T+r/group)*a.Heads + t.kvh*group + r%group
-		}
+		place := func(j int) int { return places[t.g][j] + t.kvh*group }
 		for j := t.c0; j < t.c1; j++ {
 			copy(qc[(j-t.c0)*hd:(j-t.c0+1)*hd], qd[place(j)*hd:])
 		}

@@ -14,26 +14,32 @@ func TestAttention(t *testing.T) {
 		for _, c := range []struct {
 			b, t, heads, kvh, hd int
 			prefix               []int // per row; nil: no prefix
+			lens                 []int // per row: real positions (AttnArgs.Len); nil: all
 		}{
-			{1, 1, 1, 1, 1, nil},
-			{1, 1, 2, 1, 8, []int{5}},
-			{2, 5, 4, 2, 16, nil},
-			{3, 65, 8, 2, 32, []int{0, 7, 7}}, // rows 1 and 2 share one prefix
-			{2, 63, 6, 3, 20, []int{64, 1}},
-			{1, 130, 2, 2, 64, nil},
+			{1, 1, 1, 1, 1, nil, nil},
+			{1, 1, 2, 1, 8, []int{5}, nil},
+			{2, 5, 4, 2, 16, nil, nil},
+			{3, 65, 8, 2, 32, []int{0, 7, 7}, nil}, // rows 1 and 2 share one prefix
+			{2, 63, 6, 3, 20, []int{64, 1}, nil},
+			{1, 130, 2, 2, 64, nil, nil},
 			// Prefix queries in several chunks: rows 0-2 share one prefix
 			// (3·40·2 queries per kv head), row 4 has its own.
-			{5, 40, 4, 2, 32, []int{300, 300, 300, 0, 9}},
-			{1, 130, 4, 2, 16, []int{3}},
+			{5, 40, 4, 2, 32, []int{300, 300, 300, 0, 9}, nil},
+			{1, 130, 4, 2, 16, []int{3}, nil},
+			// Padded rows: the queries past each row's length get zeros,
+			// in the prefix part's matrix and in the own-keys blocks.
+			{4, 70, 4, 2, 16, []int{90, 90, 0, 90}, []int{70, 1, 65, 30}},
+			{3, 130, 2, 1, 8, nil, []int{64, 130, 129}},
+			{5, 40, 4, 2, 32, []int{300, 300, 300, 0, 9}, []int{40, 33, 0, 7, 39}},
 		} {
-			t.Run(fmt.Sprintf("%s/B%d,T%d,H%d/%d,hd%d,prefix%v", tb.name, c.b, c.t, c.heads, c.kvh, c.hd, c.prefix), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/B%d,T%d,H%d/%d,hd%d,prefix%v,len%v", tb.name, c.b, c.t, c.heads, c.kvh, c.hd, c.prefix, c.lens), func(t *testing.T) {
 				b := tb.b
 				n := c.b * c.t
 				q := randVec(rng, n*c.heads*c.hd, 1)
 				k := randVec(rng, n*c.kvh*c.hd, 1)
 				v := randVec(rng, n*c.kvh*c.hd, 1)
 				scale := float32(1 / math.Sqrt(float64(c.hd)))
-				args := tensor.AttnArgs{B: c.b, T: c.t, Heads: c.heads, KVHeads: c.kvh, HeadDim: c.hd, Scale: scale}
+				args := tensor.AttnArgs{B: c.b, T: c.t, Heads: c.heads, KVHeads: c.kvh, HeadDim: c.hd, Scale: scale, Len: c.lens}
 				var pk, pv [][]float32
 				if c.prefix != nil {
 					args.Prefix = make([]tensor.KV, c.b)
@@ -65,6 +71,9 @@ func TestAttention(t *testing.T) {
 							return k[o : o+c.hd], v[o : o+c.hd]
 						}
 						for i := range c.t {
+							if c.lens != nil && i >= c.lens[r] {
+								continue // padding: want zeros
+							}
 							qi := q[((r*c.t+i)*c.heads+h)*c.hd:][:c.hd]
 							nk := p + i + 1
 							s := make([]float64, nk)
@@ -96,7 +105,7 @@ func TestAttention(t *testing.T) {
 				for r := range pk {
 					before = append(before, download(t, b, args.Prefix[r].K))
 				}
-				out := b.Alloc(n * c.heads * c.hd)
+				out := upload(b, poison(n*c.heads*c.hd))
 				b.Attention(out, upload(b, q), upload(b, k), upload(b, v), args)
 				checkClose(t, "Attention", download(t, b, out), want, 1e-5)
 				for r := range pk {
@@ -110,6 +119,15 @@ func TestAttention(t *testing.T) {
 			})
 		}
 	}
+}
+
+// poison returns n NaNs, for outputs that must be written everywhere.
+func poison(n int) []float32 {
+	x := make([]float32, n)
+	for i := range x {
+		x[i] = float32(math.NaN())
+	}
+	return x
 }
 
 // TestSoftmaxPrefix checks the vectorised softmax against a float64

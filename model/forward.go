@@ -196,7 +196,11 @@ func (p *batch) attention(i int, l *layer, x tensor.Tensor) (tensor.Tensor, int)
 	be.MatMul(v, x, l.v, N)
 	be.RoPE(q, p.pos, nh, hd, c.RopeDim, float32(c.RopeTheta))
 	be.RoPE(k, p.pos, nkv, hd, c.RopeDim, float32(c.RopeTheta))
-	args := tensor.AttnArgs{B: p.B, T: p.T, Heads: nh, KVHeads: nkv, HeadDim: hd, Scale: float32(1 / math.Sqrt(float64(hd)))}
+	args := tensor.AttnArgs{B: p.B, T: p.T, Heads: nh, KVHeads: nkv, HeadDim: hd, Scale: float32(1 / math.Sqrt(float64(hd))),
+		Len: make([]int, p.B)}
+	for b, r := range p.rows {
+		args.Len[b] = len(r.IDs) // the padding's queries may be skipped
+	}
 	if p.prefix {
 		for _, r := range p.rows {
 			var kv tensor.KV

@@ -92,6 +92,10 @@ type AttnArgs struct {
 	// Prefix holds one entry per row, or is nil when no row has a prefix.
 	// Rows may share an entry; it is only read.
 	Prefix []KV
+	// Len, when not nil, holds each row's real positions (at most T); the
+	// positions after them are padding. A backend may skip the queries at
+	// padding positions and write zeros there instead of their attention.
+	Len []int
 }
 
 // KV is the attention state of a prefix: K and V of Len positions, each
