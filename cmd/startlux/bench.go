@@ -26,11 +26,11 @@ func benchmarks() []command {
 }
 
 func runBench(ctx context.Context, env *cmdEnv, args []string) error {
-	if len(args) > 0 && (args[0] == "--cpuprofile" || args[0] == "-cpuprofile") {
-		if len(args) < 2 {
+	if profile, rest, ok := cpuProfileArg(args); ok {
+		if profile == "" {
 			return errors.New("bench: --cpuprofile needs a file name")
 		}
-		f, err := os.Create(args[1])
+		f, err := os.Create(profile)
 		if err != nil {
 			return fmt.Errorf("bench: %w", err)
 		}
@@ -44,7 +44,7 @@ func runBench(ctx context.Context, env *cmdEnv, args []string) error {
 				fmt.Fprintf(env.stderr, "bench: cpu profile: %v\n", err)
 			}
 		}()
-		args = args[2:]
+		args = rest
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(env.stderr, "usage: startlux bench [--cpuprofile FILE] <benchmark|all> [flags]\n\nbenchmarks:")
@@ -71,6 +71,26 @@ func runBench(ctx context.Context, env *cmdEnv, args []string) error {
 		}
 	}
 	return fmt.Errorf("bench: unknown benchmark %q", args[0])
+}
+
+// cpuProfileArg reads a leading --cpuprofile FILE (or -cpuprofile, or
+// with =FILE) off args: the file ("" when missing), the rest, and whether
+// the flag was there.
+func cpuProfileArg(args []string) (file string, rest []string, ok bool) {
+	if len(args) == 0 {
+		return "", args, false
+	}
+	name, val, hasVal := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+	if name != "cpuprofile" || !strings.HasPrefix(args[0], "-") {
+		return "", args, false
+	}
+	if hasVal {
+		return val, args[1:], true
+	}
+	if len(args) < 2 {
+		return "", nil, true
+	}
+	return args[1], args[2:], true
 }
 
 // benchTokenize measures single-goroutine encode throughput on the golden

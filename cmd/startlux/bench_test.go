@@ -1,0 +1,59 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestCPUProfileArg(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		file string
+		rest []string
+		ok   bool
+	}{
+		{[]string{"--cpuprofile", "p.out", "decide", "--iters", "1"}, "p.out", []string{"decide", "--iters", "1"}, true},
+		{[]string{"-cpuprofile=p.out", "all"}, "p.out", []string{"all"}, true},
+		{[]string{"--cpuprofile"}, "", nil, true},
+		{[]string{"decide", "--cpuprofile", "x"}, "", []string{"decide", "--cpuprofile", "x"}, false},
+		{[]string{"cpuprofile", "x"}, "", []string{"cpuprofile", "x"}, false},
+		{nil, "", nil, false},
+	} {
+		file, rest, ok := cpuProfileArg(tt.args)
+		if file != tt.file || ok != tt.ok || !slices.Equal(rest, tt.rest) {
+			t.Errorf("cpuProfileArg(%q) = %q, %q, %v; want %q, %q, %v", tt.args, file, rest, ok, tt.file, tt.rest, tt.ok)
+		}
+	}
+}
+
+// TestBenchCPUProfile runs a short benchmark under --cpuprofile and checks
+// that a gzipped pprof profile was written.
+func TestBenchCPUProfile(t *testing.T) {
+	prof := filepath.Join(t.TempDir(), "cpu.pprof")
+	var out, errOut bytes.Buffer
+	env := &cmdEnv{stdout: &out, stderr: &errOut}
+	args := []string{"bench", "--cpuprofile", prof, "tokenize", "--tokenizer", "../../testdata/qwen3-tokenizer/tokenizer.json.gz", "--time", "20ms"}
+	if err := run(context.Background(), env, args); err != nil {
+		t.Fatalf("%v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "MB/s") {
+		t.Errorf("no throughput in the output:\n%s", out.String())
+	}
+	f, err := os.Open(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := gzip.NewReader(f); err != nil {
+		t.Errorf("the profile is not a gzipped pprof file: %v", err)
+	}
+	if err := run(context.Background(), env, []string{"bench", "--cpuprofile"}); err == nil || !strings.Contains(err.Error(), "needs a file name") {
+		t.Errorf("--cpuprofile without a file: %v", err)
+	}
+}
