@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,21 +84,7 @@ func checkAnswer(t testing.TB, got *decide.Response, tags []int, js string) erro
 			continue
 		}
 		want, _ := fakeAnswer(tag, r)
-		if len(got.Answers) != len(want.Answers) {
-			return fmt.Errorf("%d answers, want %d", len(got.Answers), len(want.Answers))
-		}
-		for i, a := range want.Answers {
-			g := got.Answers[i]
-			if g.Name != a.Name || len(g.Probs) != len(a.Probs) {
-				return fmt.Errorf("answer %d is %q with %d probs, want %q with %d", i, g.Name, len(g.Probs), a.Name, len(a.Probs))
-			}
-			for k := range a.Probs {
-				if math.Abs(g.Probs[k]-a.Probs[k]) > 1e-12 {
-					return fmt.Errorf("%s: probs %v, want %v", a.Name, g.Probs, a.Probs)
-				}
-			}
-		}
-		return nil
+		return sameAnswers(got, want, 1e-12)
 	}
 	return fmt.Errorf("answered by model %d, want one of %v", got.Tokens, tags)
 }
