@@ -93,6 +93,23 @@ func TestVectorLoops(t *testing.T) {
 				t.Errorf("%g − %g·%g = %g vector, %g scalar", ef[i], a, x, sub[i], want)
 			}
 		}
+		w, b := randVec(rng, n, 2), randVec(rng, n, 2)
+		add := append([]float32(nil), src...)
+		addVec(add, b)
+		mul := make([]float32, n)
+		mulVec(mul, src, b)
+		sm := make([]float32, n)
+		scaleMulVec(sm, src, w, a)
+		for i, x := range src {
+			for _, c := range []struct {
+				what      string
+				got, want float32
+			}{{"add", add[i], x + b[i]}, {"mul", mul[i], x * b[i]}, {"scaleMul", sm[i], x * a * w[i]}} {
+				if math.Float32bits(c.got) != math.Float32bits(c.want) && !(c.want != c.want && c.got != c.got) {
+					t.Errorf("%s at %d of %d: %g vector, %g scalar", c.what, i, n, c.got, c.want)
+				}
+			}
+		}
 		raw := make([]byte, 2*n)
 		for i := range raw {
 			raw[i] = byte(rng.Uint32())

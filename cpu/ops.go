@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"slices"
 
 	"github.com/startlux/startlux/tensor"
 )
@@ -25,10 +26,7 @@ func (b *Backend) Embed(out tensor.Tensor, w *tensor.Weight, ids []int32) {
 func (b *Backend) Add(dst, src tensor.Tensor, n int) {
 	d, s := data(dst)[:n], data(src)[:n]
 	b.parallelRange(n, elemGrain, func(lo, hi int) {
-		dd, ss := d[lo:hi], s[lo:hi]
-		for i := range dd {
-			dd[i] += ss[i]
-		}
+		addVec(d[lo:hi], s[lo:hi])
 	})
 }
 
@@ -41,9 +39,7 @@ func (b *Backend) SwiGLU(out, gate, up tensor.Tensor, n int) {
 			c1 := min(hi, c0+len(tmp))
 			oo, uu, sg := o[c0:c1], u[c0:c1], tmp[:c1-c0]
 			siluVec(sg, g[c0:c1])
-			for i := range oo {
-				oo[i] = sg[i] * uu[i]
-			}
+			mulVec(oo, sg, uu)
 		}
 	})
 }
@@ -57,9 +53,7 @@ func (b *Backend) SigmoidMul(x, gate tensor.Tensor, n int) {
 			xx, gg := xd[c0:min(hi, c0+len(tmp))], g[c0:min(hi, c0+len(tmp))]
 			sg := tmp[:len(xx)]
 			sigmoidVec(sg, gg)
-			for i := range xx {
-				xx[i] *= sg[i]
-			}
+			mulVec(xx, xx, sg)
 		}
 	})
 }
@@ -74,10 +68,7 @@ func (b *Backend) RMSNorm(out, x tensor.Tensor, w *tensor.Weight, rows, n int, e
 	b.parallelRange(rows, max(1, elemGrain/max(n, 1)), func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xr, or := xd[r*n:(r+1)*n], od[r*n:(r+1)*n]
-			s := rmsScale(xr, eps)
-			for i, v := range xr {
-				or[i] = v * s * wv[i]
-			}
+			scaleMulVec(or, xr, wv, rmsScale(xr, eps))
 		}
 	})
 }
@@ -92,9 +83,9 @@ func (b *Backend) GatedRMSNorm(out, x, z tensor.Tensor, w *tensor.Weight, rows, 
 			xr, zr, or := xd[r*n:(r+1)*n], zd[r*n:(r+1)*n], od[r*n:(r+1)*n]
 			s := rmsScale(xr, eps)
 			siluVec(sz, zr)
-			for i, v := range xr {
-				or[i] = wv[i] * (v * s) * sz[i]
-			}
+			// wv·(v·s)·sz, each product rounded in that order.
+			scaleMulVec(or, xr, wv, s)
+			mulVec(or, or, sz)
 		}
 	})
 }
@@ -107,20 +98,43 @@ func rmsScale(x []float32, eps float32) float32 {
 
 // RoPE rotates the first rd dims of every head of x in rotate-half pairs
 // (i, i+rd/2) by pos·inv_freq[i], all in float32 as PyTorch computes it.
+// The angles' cos and sin are computed once per position: a batch's rows
+// repeat the same positions, so when they span no more values than there
+// are tokens, a table over the span serves every token.
 func (b *Backend) RoPE(x tensor.Tensor, pos []int32, heads, hd, rd int, theta float32) {
 	half := rd / 2
+	if len(pos) == 0 || half == 0 {
+		return
+	}
 	inv := ropeInvFreq(rd, theta)
-	xd := data(x)[:len(pos)*heads*hd]
-	b.parallelRange(len(pos), 8, func(lo, hi int) {
-		cs := make([]float32, 2*half)
-		cos, sin := cs[:half], cs[half:]
-		for t := lo; t < hi; t++ {
-			p := float32(pos[t])
-			for i := range half {
-				a := p * inv[i]
-				cos[i] = float32(math.Cos(float64(a)))
-				sin[i] = float32(math.Sin(float64(a)))
+	angles := func(p int32, cos, sin []float32) {
+		for i := range half {
+			a := float32(p) * inv[i]
+			cos[i] = float32(math.Cos(float64(a)))
+			sin[i] = float32(math.Sin(float64(a)))
+		}
+	}
+	lo, hi := slices.Min(pos), slices.Max(pos)
+	var table []float32 // per position from lo: cos then sin, half each
+	if span := int(hi-lo) + 1; span <= len(pos) {
+		table = make([]float32, span*2*half)
+		b.parallelRange(span, 64, func(a, z int) {
+			for j := a; j < z; j++ {
+				row := table[j*2*half : (j+1)*2*half]
+				angles(lo+int32(j), row[:half], row[half:])
 			}
+		})
+	}
+	xd := data(x)[:len(pos)*heads*hd]
+	b.parallelRange(len(pos), 8, func(a, z int) {
+		cs := make([]float32, 2*half)
+		for t := a; t < z; t++ {
+			if table != nil {
+				cs = table[int(pos[t]-lo)*2*half:][:2*half]
+			} else {
+				angles(pos[t], cs[:half], cs[half:])
+			}
+			cos, sin := cs[:half], cs[half:]
 			for h := range heads {
 				v := xd[(t*heads+h)*hd:]
 				x1, x2 := v[:half], v[half:rd]

@@ -160,6 +160,8 @@ func TestRoPE(t *testing.T) {
 			{1, 2, 2, 10000, []int32{0}},
 			{2, 256, 64, 1e7, []int32{0, 1, 2, 3, 4, 100, 4095, 31337, 200000, 262143}},
 			{3, 10, 6, 500, []int32{7, 5, 0}},
+			// Right-padded rows repeat positions: the table path.
+			{4, 32, 8, 1e7, []int32{52, 53, 54, 55, 56, 57, 52, 53, 54, 55, 56, 57, 60, 61, 62, 52}},
 		} {
 			t.Run(fmt.Sprintf("%s/%d,%d,%d", tb.name, c.heads, c.hd, c.rd), func(t *testing.T) {
 				b := tb.b

@@ -43,3 +43,12 @@ func siluAVX512(dst, src *float32, n int)
 
 //go:noescape
 func triSolve64AVX2(x *float32, ldx int, a *float32, lda int, n int)
+
+//go:noescape
+func addAVX2(dst, src *float32, n int)
+
+//go:noescape
+func mulAVX2(dst, a, b *float32, n int)
+
+//go:noescape
+func scaleMulAVX2(dst, x, w *float32, n int, s float32)

@@ -804,3 +804,78 @@ tscol:
 tsdone:
 	VZEROUPPER
 	RET
+
+// func addAVX2(dst, src *float32, n int)
+//
+// dst[i] += src[i] for i < n, n a multiple of 8.
+TEXT ·addAVX2(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $3, CX
+	JZ   adddone
+
+addloop:
+	VMOVUPS (DI), Y0
+	VADDPS (SI), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  addloop
+
+adddone:
+	VZEROUPPER
+	RET
+
+// func mulAVX2(dst, a, b *float32, n int)
+//
+// dst[i] = a[i]·b[i] for i < n, n a multiple of 8. dst may equal a or b.
+TEXT ·mulAVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ a+8(FP), SI
+	MOVQ b+16(FP), DX
+	MOVQ n+24(FP), CX
+	SHRQ $3, CX
+	JZ   muldone
+
+mulloop:
+	VMOVUPS (SI), Y0
+	VMULPS (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  mulloop
+
+muldone:
+	VZEROUPPER
+	RET
+
+// func scaleMulAVX2(dst, x, w *float32, n int, s float32)
+//
+// dst[i] = (x[i]·s)·w[i] for i < n, n a multiple of 8, each product
+// rounded. dst may equal x.
+TEXT ·scaleMulAVX2(SB), NOSPLIT, $0-36
+	MOVQ dst+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ w+16(FP), DX
+	MOVQ n+24(FP), CX
+	VBROADCASTSS s+32(FP), Y1
+	SHRQ $3, CX
+	JZ   smdone
+
+smloop:
+	VMULPS (SI), Y1, Y0
+	VMULPS (DX), Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  smloop
+
+smdone:
+	VZEROUPPER
+	RET

@@ -31,3 +31,9 @@ func siluAVX512(dst, src *float32, n int)   { panic("cpu: no vector loops on thi
 func triSolve64AVX2(x *float32, ldx int, a *float32, lda int, n int) {
 	panic("cpu: no vector loops on this architecture")
 }
+
+func addAVX2(dst, src *float32, n int)  { panic("cpu: no vector loops on this architecture") }
+func mulAVX2(dst, a, b *float32, n int) { panic("cpu: no vector loops on this architecture") }
+func scaleMulAVX2(dst, x, w *float32, n int, s float32) {
+	panic("cpu: no vector loops on this architecture")
+}
