@@ -111,6 +111,7 @@ type batch struct {
 	be      tensor.Backend
 	rows    []Row
 	B, T, N int
+	lens    []int   // each row's real tokens (before its padding)
 	pos     []int32 // absolute position of every token
 	prefix  bool    // some row has a prefix state
 	keep    *State  // the state being built (Prefill), or nil
@@ -129,7 +130,9 @@ type batch struct {
 func (m *Model) newBatch(rows []Row, sc *scratch) *batch {
 	c := &m.Config
 	p := &batch{m: m, be: m.be, rows: rows, B: len(rows), sc: sc}
-	for _, r := range rows {
+	p.lens = make([]int, p.B)
+	for b, r := range rows {
+		p.lens[b] = len(r.IDs)
 		p.T = max(p.T, len(r.IDs))
 	}
 	p.N = p.B * p.T
@@ -197,10 +200,7 @@ func (p *batch) attention(i int, l *layer, x tensor.Tensor) (tensor.Tensor, int)
 	be.RoPE(q, p.pos, nh, hd, c.RopeDim, float32(c.RopeTheta))
 	be.RoPE(k, p.pos, nkv, hd, c.RopeDim, float32(c.RopeTheta))
 	args := tensor.AttnArgs{B: p.B, T: p.T, Heads: nh, KVHeads: nkv, HeadDim: hd, Scale: float32(1 / math.Sqrt(float64(hd))),
-		Len: make([]int, p.B)}
-	for b, r := range p.rows {
-		args.Len[b] = len(r.IDs) // the padding's queries may be skipped
-	}
+		Len: p.lens} // the padding's queries may be skipped
 	if p.prefix {
 		for _, r := range p.rows {
 			var kv tensor.KV
@@ -303,10 +303,7 @@ func (p *batch) deltaNet(i int, l *layer, x tensor.Tensor) (tensor.Tensor, int) 
 	be.MatMul(z, x, l.z, N)
 	be.MatMul(p.b, x, l.b, N)
 	be.MatMul(p.a, x, l.a, N)
-	cargs := tensor.ConvArgs{B: p.B, T: p.T, D: dconv, K: c.ConvK, Len: make([]int, p.B)}
-	for b, r := range p.rows {
-		cargs.Len[b] = len(r.IDs)
-	}
+	cargs := tensor.ConvArgs{B: p.B, T: p.T, D: dconv, K: c.ConvK, Len: p.lens}
 	if p.prefix {
 		for _, r := range p.rows {
 			var t tensor.Tensor
