@@ -35,18 +35,6 @@ var goldenRuns = []struct {
 	{"../testdata/tiny-qwen35-mlx-8bit", "../testdata/goldens/tiny-qwen35-mlx-8bit.goldens.safetensors", []string{"rand65"}},
 }
 
-func readGoldens(t *testing.T, path string) []goldens.Forward {
-	t.Helper()
-	cases, err := goldens.ReadForward(path, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cases
-}
-
-// maxRel is the tolerance measure of the goldens ([goldens.MaxRel]).
-var maxRel = goldens.MaxRel
-
 func seq(n int) []int {
 	out := make([]int, n)
 	for i := range out {
@@ -82,7 +70,7 @@ func TestModelGoldens(t *testing.T) {
 			want[c] = true
 		}
 		full := os.Getenv("STARTLUX_METAL_FULL") != ""
-		for _, g := range readGoldens(t, run.goldens) {
+		for _, g := range goldens.Forwards(t, run.goldens, 0) {
 			if !want[g.Name] && !full {
 				continue
 			}
@@ -93,17 +81,17 @@ func TestModelGoldens(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if r, rp := maxRel(out[0], g.Norm, len(g.Norm)), maxRel(out[0], g.Norm, H); r > 1e-4 || rp > perPosTol {
+				if r, rp := goldens.MaxRel(out[0], g.Norm, len(g.Norm)), goldens.MaxRel(out[0], g.Norm, H); r > 1e-4 || rp > perPosTol {
 					t.Errorf("norm: relative error %.2e, per position %.2e", r, rp)
 				}
 				lg, err := m.Forward(ctx, []model.Row{{IDs: g.IDs, Gather: []int{T - 1}}}, m.Head())
 				if err != nil {
 					t.Fatal(err)
 				}
-				if r := maxRel(lg[0], g.Logits, len(g.Logits)); r > 1e-4 {
+				if r := goldens.MaxRel(lg[0], g.Logits, len(g.Logits)); r > 1e-4 {
 					t.Errorf("logits_last: relative error %.2e", r)
 				} else {
-					t.Logf("T=%d logits rel %.2e, norm rel %.2e", T, r, maxRel(out[0], g.Norm, len(g.Norm)))
+					t.Logf("T=%d logits rel %.2e, norm rel %.2e", T, r, goldens.MaxRel(out[0], g.Norm, len(g.Norm)))
 				}
 			})
 		}
@@ -151,7 +139,7 @@ func TestModelResumeAndBatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := maxRel(got[i], want[0], H); r > 1e-5 {
+		if r := goldens.MaxRel(got[i], want[0], H); r > 1e-5 {
 			t.Errorf("row %d (%d tokens after a %d-token prefix): relative error %.2e against one pass", i, len(tl), len(prefix), r)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"testing"
+
+	"github.com/startlux/startlux/internal/goldens"
 )
 
 // TestDemoLetterLogits holds the trained demo checkpoint to the transformers
@@ -53,7 +55,7 @@ func TestDemoLetterLogits(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range rows {
-				r := maxRel(got[i], want[k][i], k)
+				r := goldens.MaxRel(got[i], want[k][i], k)
 				worst = max(worst, r)
 				n++
 				if r > 1e-4 {

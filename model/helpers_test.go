@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/startlux/startlux/cpu"
-	"github.com/startlux/startlux/internal/goldens"
 	"github.com/startlux/startlux/model/safetensors"
 	"github.com/startlux/startlux/tensor"
 )
@@ -40,23 +39,6 @@ func loadTiny(t testing.TB, dir string) *Model {
 	t.Cleanup(func() { m.Close() })
 	return m
 }
-
-// golden is one case of a forward-pass goldens file.
-type golden = goldens.Forward
-
-// readGoldens reads the cases of a goldens file with the outputs of the
-// first layers layers.
-func readGoldens(t testing.TB, path string, layers int) []golden {
-	t.Helper()
-	cases, err := goldens.ReadForward(path, layers)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cases
-}
-
-// maxRel is the tolerance measure of the goldens ([goldens.MaxRel]).
-var maxRel = goldens.MaxRel
 
 func seq(n int) []int {
 	out := make([]int, n)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/startlux/startlux"
+	"github.com/startlux/startlux/internal/goldens"
 	"github.com/startlux/startlux/model/safetensors"
 	"github.com/startlux/startlux/tensor"
 )
@@ -146,7 +147,7 @@ func TestTruncatedNamesTensor(t *testing.T) {
 func outputs(t *testing.T, m *Model) [][]float32 {
 	t.Helper()
 	var out [][]float32
-	for _, g := range readGoldens(t, goldenFile, 0) {
+	for _, g := range goldens.Forwards(t, goldenFile, 0) {
 		if len(g.IDs) > 100 {
 			continue
 		}
@@ -214,7 +215,7 @@ func TestStoredForms(t *testing.T) {
 				if i%2 == 1 {
 					n = m.Config.Vocab
 				}
-				if r := maxRel(got[i], want[i], n); r > c.tol {
+				if r := goldens.MaxRel(got[i], want[i], n); r > c.tol {
 					t.Errorf("output %d: relative difference %.2e, want ≤ %.0e", i, r, c.tol)
 				}
 			}

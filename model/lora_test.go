@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/startlux/startlux/internal/goldens"
 	"github.com/startlux/startlux/model/safetensors"
 	"github.com/startlux/startlux/tensor"
 )
@@ -34,8 +35,8 @@ func TestLoRAMergeGoldens(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	base := readGoldens(t, goldenFile, 0)
-	ids := map[string]golden{}
+	base := goldens.Forwards(t, goldenFile, 0)
+	ids := map[string]goldens.Forward{}
 	for _, g := range base {
 		ids[g.Name] = g
 	}
@@ -59,15 +60,15 @@ func TestLoRAMergeGoldens(t *testing.T) {
 				wantNorm := f.Tensor(c.name + "." + cs + ".norm").Weight().Float32s()
 				wantLogits := f.Tensor(c.name + "." + cs + ".logits_last").Weight().Float32s()
 				norm := hidden(t, m, nil, g.IDs)
-				if r, rp := maxRel(norm, wantNorm, len(wantNorm)), maxRel(norm, wantNorm, H); r > 1e-4 || rp > perPosTol {
+				if r, rp := goldens.MaxRel(norm, wantNorm, len(wantNorm)), goldens.MaxRel(norm, wantNorm, H); r > 1e-4 || rp > perPosTol {
 					t.Errorf("%s: norm: relative error %.2e, per position %.2e", cs, r, rp)
 				}
 				logits := forwardLogits(t, m, g.IDs)
-				if r := maxRel(logits, wantLogits, len(wantLogits)); r > 1e-4 {
+				if r := goldens.MaxRel(logits, wantLogits, len(wantLogits)); r > 1e-4 {
 					t.Errorf("%s: logits_last: relative error %.2e", cs, r)
 				}
 				// The adapter must matter: the base's logits are far off.
-				if r := maxRel(g.Logits, wantLogits, len(wantLogits)); r < 1e-2 {
+				if r := goldens.MaxRel(g.Logits, wantLogits, len(wantLogits)); r < 1e-2 {
 					t.Errorf("%s: the base's logits are within %.2e of the merged ones: the check cannot tell", cs, r)
 				}
 			}
@@ -236,7 +237,7 @@ func TestLoRARefusals(t *testing.T) {
 // into the multimodal-wrapper form of the base and gets the same outputs.
 func TestLoRAOnVLLayout(t *testing.T) {
 	ad := loadAdapter(t, loraDir)
-	g := readGoldens(t, goldenFile, 0)[0]
+	g := goldens.Forwards(t, goldenFile, 0)[0]
 	var outs [][]float32
 	for _, dir := range []string{tinyDir, tinyVLDir} {
 		m, err := Load(dir, newBackend(t), LoadOptions{Adapter: ad, LoRAScale: 0.5})
@@ -246,7 +247,7 @@ func TestLoRAOnVLLayout(t *testing.T) {
 		outs = append(outs, hidden(t, m, nil, g.IDs))
 		m.Close()
 	}
-	if r := maxRel(outs[1], outs[0], len(outs[0])); r != 0 {
+	if r := goldens.MaxRel(outs[1], outs[0], len(outs[0])); r != 0 {
 		t.Errorf("VL layout differs from the plain one by %.2e", r)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/startlux/startlux/internal/goldens"
 	"github.com/startlux/startlux/tensor"
 )
 
@@ -28,13 +29,13 @@ func TestMLXQuantised(t *testing.T) {
 				t.Errorf("embedding stored as %s", m.embed.DType)
 			}
 			H := m.Config.Hidden
-			for _, g := range readGoldens(t, c.goldens, 0) {
+			for _, g := range goldens.Forwards(t, c.goldens, 0) {
 				norm := hidden(t, m, nil, g.IDs)
-				if r, rp := maxRel(norm, g.Norm, len(g.Norm)), maxRel(norm, g.Norm, H); r > 1e-4 || rp > perPosTol {
+				if r, rp := goldens.MaxRel(norm, g.Norm, len(g.Norm)), goldens.MaxRel(norm, g.Norm, H); r > 1e-4 || rp > perPosTol {
 					t.Errorf("%s: norm: relative error %.2e, per position %.2e", g.Name, r, rp)
 				}
 				out := forwardLogits(t, m, g.IDs)
-				if r := maxRel(out, g.Logits, m.Config.Vocab); r > 1e-4 {
+				if r := goldens.MaxRel(out, g.Logits, m.Config.Vocab); r > 1e-4 {
 					t.Errorf("%s: logits_last: relative error %.2e", g.Name, r)
 				}
 				// The letter readout: a few quantised head rows alone.
@@ -44,7 +45,7 @@ func TestMLXQuantised(t *testing.T) {
 					t.Fatal(err)
 				}
 				want := []float32{out[4095], out[0], out[1234]}
-				if r := maxRel(part[0], want, len(want)); r > 1e-5 {
+				if r := goldens.MaxRel(part[0], want, len(want)); r > 1e-5 {
 					t.Errorf("%s: head rows %v give %v, full head %v", g.Name, pick, part[0], want)
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/startlux/startlux/internal/goldens"
 	"github.com/startlux/startlux/tensor"
 )
 
@@ -39,7 +40,7 @@ func TestGoldens(t *testing.T) {
 			m := loadTiny(t, dir)
 			c := m.Config
 			H := c.Hidden
-			cases := readGoldens(t, goldenFile, c.Layers)
+			cases := goldens.Forwards(t, goldenFile, c.Layers)
 			layers := make([][]float32, c.Layers)
 			m.layerHook = func(i int, h tensor.Tensor, rows int) {
 				layers[i] = make([]float32, rows*H)
@@ -54,18 +55,18 @@ func TestGoldens(t *testing.T) {
 					if want == nil {
 						continue
 					}
-					if r, rp := maxRel(layers[i], want, len(want)), maxRel(layers[i], want, H); r > 1e-4 || rp > perPosTol {
+					if r, rp := goldens.MaxRel(layers[i], want, len(want)), goldens.MaxRel(layers[i], want, H); r > 1e-4 || rp > perPosTol {
 						t.Errorf("%s: layer %d: relative error %.2e, per position %.2e", g.Name, i, r, rp)
 					}
 				}
-				if r, rp := maxRel(norm, g.Norm, len(g.Norm)), maxRel(norm, g.Norm, H); r > 1e-4 || rp > perPosTol {
+				if r, rp := goldens.MaxRel(norm, g.Norm, len(g.Norm)), goldens.MaxRel(norm, g.Norm, H); r > 1e-4 || rp > perPosTol {
 					t.Errorf("%s: norm: relative error %.2e, per position %.2e", g.Name, r, rp)
 				}
 				out, err := m.Forward(context.Background(), []Row{{IDs: g.IDs, Gather: []int{T - 1}}}, m.Head())
 				if err != nil {
 					t.Fatal(err)
 				}
-				if r := maxRel(out[0], g.Logits, c.Vocab); r > 1e-4 {
+				if r := goldens.MaxRel(out[0], g.Logits, c.Vocab); r > 1e-4 {
 					t.Errorf("%s: logits_last: relative error %.2e", g.Name, r)
 				}
 			}
@@ -77,7 +78,7 @@ func TestGoldens(t *testing.T) {
 // numbers as those entries of the full logits.
 func TestHeadRows(t *testing.T) {
 	m := loadTiny(t, tinyDir)
-	g := readGoldens(t, goldenFile, 0)[0]
+	g := goldens.Forwards(t, goldenFile, 0)[0]
 	rows := []Row{{IDs: g.IDs, Gather: []int{0, len(g.IDs) - 1}}}
 	full, err := m.Forward(context.Background(), rows, m.Head())
 	if err != nil {
@@ -119,7 +120,7 @@ func testResume(t *testing.T, dir string) {
 	m := loadTiny(t, dir)
 	H := m.Config.Hidden
 	var ids []int32
-	for _, g := range readGoldens(t, goldenFile, 0) {
+	for _, g := range goldens.Forwards(t, goldenFile, 0) {
 		if g.Name == "rand300" {
 			ids = g.IDs[:150]
 		}
@@ -145,7 +146,7 @@ func testResume(t *testing.T, dir string) {
 			}
 			before := stateBits(t, st)
 			got := hidden(t, m, st, ids[prev:])
-			if r := maxRel(got, whole[prev*H:], H); r > invarianceTol(dir) {
+			if r := goldens.MaxRel(got, whole[prev*H:], H); r > invarianceTol(dir) {
 				t.Errorf("resumed at %v: relative error %.2e", split, r)
 			}
 			after := stateBits(t, st)
@@ -188,7 +189,7 @@ func testBatch(t *testing.T, dir string) {
 	H := m.Config.Hidden
 	ctx := context.Background()
 	var ids []int32
-	for _, g := range readGoldens(t, goldenFile, 0) {
+	for _, g := range goldens.Forwards(t, goldenFile, 0) {
 		if g.Name == "prompt" {
 			ids = g.IDs
 		}
@@ -228,7 +229,7 @@ func testBatch(t *testing.T, dir string) {
 			if len(batch[i]) != len(r.Gather)*width {
 				t.Fatalf("row %d: %d floats, want %d", i, len(batch[i]), len(r.Gather)*width)
 			}
-			if e := maxRel(batch[i], alone[0], width); e > invarianceTol(dir) {
+			if e := goldens.MaxRel(batch[i], alone[0], width); e > invarianceTol(dir) {
 				t.Errorf("row %d (head %v): batch vs alone relative error %.2e", i, head != nil, e)
 			}
 		}
@@ -305,7 +306,7 @@ func TestGatheredTail(t *testing.T) {
 				width = head.Rows()
 			}
 			for i := range rows {
-				if r := maxRel(short[i], full[i], width); r > invarianceTol(dir) {
+				if r := goldens.MaxRel(short[i], full[i], width); r > invarianceTol(dir) {
 					t.Errorf("%s row %d (head %v): gathered tail differs by %.2e", dir, i, head != nil, r)
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"testing"
 
 	"github.com/startlux/startlux/model/safetensors"
 	"github.com/startlux/startlux/tensor"
@@ -64,4 +65,14 @@ func ReadForward(path string, layers int) ([]Forward, error) {
 		return nil, errors.New(path + ": no cases")
 	}
 	return out, nil
+}
+
+// Forwards is ReadForward for tests: it fails t on any error.
+func Forwards(t testing.TB, path string, layers int) []Forward {
+	t.Helper()
+	cases, err := ReadForward(path, layers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cases
 }
