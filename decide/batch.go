@@ -23,7 +23,11 @@ type jobBase struct {
 func (b *jobBase) base() *jobBase { return b }
 
 // batchJob is a job of one family (*job for jevfmt/1, *pjob for pointer/1).
-type batchJob interface{ base() *jobBase }
+type batchJob interface {
+	base() *jobBase
+	// answers returns a finished job's answers, in the request's order.
+	answers() Answers
+}
 
 // family is what differs between the checkpoint families in DecideBatch.
 type family[J batchJob] struct {
@@ -33,8 +37,6 @@ type family[J batchJob] struct {
 	plan func(context.Context, J) error
 	// run answers every good job, setting done on each one it finishes.
 	run func(context.Context, []J) error
-	// answers returns a finished job's answers.
-	answers func(J) Answers
 }
 
 // runBatch is DecideBatch's outline, shared by both families: prepare every
@@ -75,7 +77,7 @@ func runBatch[J batchJob](ctx context.Context, e *Engine, reqs []*Request, f fam
 			continue
 		}
 		resps[i] = &Response{
-			Answers:      f.answers(j),
+			Answers:      j.answers(),
 			Tokens:       b.tokens,
 			CachedTokens: cachedPositions(b.cands),
 			ElapsedMS:    float64(b.done.Sub(start).Microseconds()) / 1000,

@@ -297,14 +297,15 @@ func (e *Engine) DecideBatch(ctx context.Context, reqs []*Request) ([]*Response,
 		prepare: e.prepare,
 		plan:    e.planPrefix,
 		run:     e.runStages,
-		answers: func(j *job) Answers {
-			var as Answers
-			for _, qj := range j.qs {
-				as = append(as, makeAnswer(qj.q, qj.opts, qj.rank.probs))
-			}
-			return as
-		},
 	})
+}
+
+func (j *job) answers() Answers {
+	var as Answers
+	for _, qj := range j.qs {
+		as = append(as, makeAnswer(qj.q, qj.opts, qj.rank.probs))
+	}
+	return as
 }
 
 // prepare validates a request, renders and tokenises the first rows of each

@@ -282,14 +282,15 @@ func (e *Engine) decidePointer(ctx context.Context, reqs []*Request) ([]*Respons
 			return e.pointerState(ctx, j)
 		},
 		run: e.runBranches,
-		answers: func(j *pjob) Answers {
-			var as Answers
-			for _, pq := range j.qs {
-				as = append(as, makeAnswer(pq.q, pq.opts, pq.probs))
-			}
-			return as
-		},
 	})
+}
+
+func (j *pjob) answers() Answers {
+	var as Answers
+	for _, pq := range j.qs {
+		as = append(as, makeAnswer(pq.q, pq.opts, pq.probs))
+	}
+	return as
 }
 
 // preparePointer validates a request, tokenises its state and branches and
