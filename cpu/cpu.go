@@ -60,6 +60,8 @@ type Backend struct {
 	scratch sync.Pool
 
 	free freeList // memory of freed tensors
+
+	pool *pool // helper goroutines for parallel
 }
 
 var _ tensor.Backend = (*Backend)(nil)
@@ -90,6 +92,7 @@ func New(opts Options) (*Backend, error) {
 	} else {
 		b.name = "cpu-go"
 	}
+	b.pool = newPool(b.threads - 1)
 	return b, nil
 }
 
@@ -200,13 +203,18 @@ func (b *Backend) Copy(dst tensor.Tensor, dstOff, dstStride int, src tensor.Tens
 
 // parallel runs fn(i) for i in [0, n) on up to b.threads goroutines, handing
 // out indices one at a time (so uneven tasks balance), and returns when all
-// have finished.
+// have finished. The calling goroutine and the backend's pool helpers do the
+// work; when the pool is busy (an overlapping or nested call) the call starts
+// goroutines of its own.
 func (b *Backend) parallel(n int, fn func(i int)) {
 	workers := min(b.threads, n)
 	if workers <= 1 {
 		for i := range n {
 			fn(i)
 		}
+		return
+	}
+	if b.pool.run(n, workers, fn) {
 		return
 	}
 	var next atomic.Int64

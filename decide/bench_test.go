@@ -7,7 +7,7 @@ import (
 
 // benchRequests are n single-question requests, each about its own short
 // evidence (no shared prefix beyond the preamble).
-func benchRequests(b *testing.B, n int) []*Request {
+func benchRequests(b testing.TB, n int) []*Request {
 	qs := []string{
 		`{"q": {"type": "noul", "instructions": "Does row 3 exist?"}}`,
 		`{"q": {"type": "score", "instructions": "How much is on the page?", "criteria": ["empty", "some", "full"]}}`,
