@@ -185,20 +185,13 @@ func (p *batch) attention(i int, l *layer, x tensor.Tensor) (tensor.Tensor, int)
 	c, be, N := &p.m.Config, p.be, p.N
 	nh, nkv, hd := c.Heads, c.KVHeads, c.HeadDim
 	qg, q, gate, att := p.slot[0], p.slot[1], p.slot[2], p.slot[3]
-	if p.k == nil {
-		p.k, p.v = p.sc.alloc(N*nkv*hd), p.sc.alloc(N*nkv*hd)
-	}
-	k, v := p.k, p.v
 	// q_proj rows are per head [query | gate] (qwen35.md §2.1, §7.8).
 	be.MatMul(qg, x, l.q, N)
 	be.Copy(q, 0, hd, qg, 0, 2*hd, N*nh, hd)
 	be.Copy(gate, 0, hd, qg, hd, 2*hd, N*nh, hd)
 	be.RMSNorm(q, q, l.qNorm, N*nh, hd, c.Eps, p.m.normShift)
-	be.MatMul(k, x, l.k, N)
-	be.RMSNorm(k, k, l.kNorm, N*nkv, hd, c.Eps, p.m.normShift)
-	be.MatMul(v, x, l.v, N)
 	be.RoPE(q, p.pos, nh, hd, c.RopeDim, float32(c.RopeTheta))
-	be.RoPE(k, p.pos, nkv, hd, c.RopeDim, float32(c.RopeTheta))
+	k, v := p.keysValues(l, x)
 	args := tensor.AttnArgs{B: p.B, T: p.T, Heads: nh, KVHeads: nkv, HeadDim: hd, Scale: float32(1 / math.Sqrt(float64(hd))),
 		Len: p.lens} // the padding's queries may be skipped
 	if p.prefix {
@@ -218,6 +211,22 @@ func (p *batch) attention(i int, l *layer, x tensor.Tensor) (tensor.Tensor, int)
 	return att, nh * hd
 }
 
+// keysValues projects full-attention layer l's keys (normed, rotated) and
+// values for every token of x.
+func (p *batch) keysValues(l *layer, x tensor.Tensor) (k, v tensor.Tensor) {
+	c, be, N := &p.m.Config, p.be, p.N
+	kw := c.KVHeads * c.HeadDim
+	if p.k == nil {
+		p.k, p.v = p.sc.alloc(N*kw), p.sc.alloc(N*kw)
+	}
+	k, v = p.k, p.v
+	be.MatMul(k, x, l.k, N)
+	be.RMSNorm(k, k, l.kNorm, N*c.KVHeads, c.HeadDim, c.Eps, p.m.normShift)
+	be.MatMul(v, x, l.v, N)
+	be.RoPE(k, p.pos, c.KVHeads, c.HeadDim, c.RopeDim, float32(c.RopeTheta))
+	return k, v
+}
+
 // attentionGathered runs full-attention layer i like attention, but only
 // for the queries at the rows' Gather positions (the G of them, row after
 // row): K and V are projected for every token, the queries only where
@@ -226,14 +235,11 @@ func (p *batch) attention(i int, l *layer, x tensor.Tensor) (tensor.Tensor, int)
 // before it (copied once per row). It returns the G activations before the
 // output projection and their width.
 func (p *batch) attentionGathered(i int, l *layer, x tensor.Tensor, G int) (tensor.Tensor, int) {
-	c, be, N, sc := &p.m.Config, p.be, p.N, p.sc
+	c, be, sc := &p.m.Config, p.be, p.sc
 	nh, nkv, hd := c.Heads, c.KVHeads, c.HeadDim
 	kw, qw := nkv*hd, nh*hd
 	theta := float32(c.RopeTheta)
-	if p.k == nil {
-		p.k, p.v = sc.alloc(N*kw), sc.alloc(N*kw)
-	}
-	k, v := p.k, p.v
+	k, v := p.keysValues(l, x)
 	xg, qg := sc.alloc(G*c.Hidden), sc.alloc(G*2*qw)
 	q, gate, att := sc.alloc(G*qw), sc.alloc(G*qw), sc.alloc(G*qw)
 	p.gather(xg, x, c.Hidden)
@@ -241,9 +247,6 @@ func (p *batch) attentionGathered(i int, l *layer, x tensor.Tensor, G int) (tens
 	be.Copy(q, 0, hd, qg, 0, 2*hd, G*nh, hd)
 	be.Copy(gate, 0, hd, qg, hd, 2*hd, G*nh, hd)
 	be.RMSNorm(q, q, l.qNorm, G*nh, hd, c.Eps, p.m.normShift)
-	be.MatMul(k, x, l.k, N)
-	be.RMSNorm(k, k, l.kNorm, N*nkv, hd, c.Eps, p.m.normShift)
-	be.MatMul(v, x, l.v, N)
 	gpos := make([]int32, 0, G)
 	for b, r := range p.rows {
 		for _, t := range r.Gather {
@@ -251,7 +254,6 @@ func (p *batch) attentionGathered(i int, l *layer, x tensor.Tensor, G int) (tens
 		}
 	}
 	be.RoPE(q, gpos, nh, hd, c.RopeDim, theta)
-	be.RoPE(k, p.pos, nkv, hd, c.RopeDim, theta)
 	kg, vg := sc.alloc(G*kw), sc.alloc(G*kw)
 	p.gather(kg, k, kw)
 	p.gather(vg, v, kw)
@@ -293,14 +295,23 @@ func (p *batch) attentionGathered(i int, l *layer, x tensor.Tensor, G int) (tens
 // activations before the output projection and their width per token.
 func (p *batch) deltaNet(i int, l *layer, x tensor.Tensor) (tensor.Tensor, int) {
 	c, be, N := &p.m.Config, p.be, p.N
-	dval := c.NV * c.DV
-	dconv := 2*c.NK*c.DK + dval
-	mixed, conv, z, o := p.slot[0], p.slot[1], p.slot[2], p.slot[3]
+	o, z := p.deltaState(i, l, x), p.slot[2]
+	be.MatMul(z, x, l.z, N)
+	be.GatedRMSNorm(o, o, z, l.norm, N*c.NV, c.DV, c.Eps)
+	return o, c.NV * c.DV
+}
+
+// deltaState runs Gated DeltaNet layer i on x up to the delta rule: it
+// updates the rows' conv and recurrent states (the kept state's, when
+// keeping) and returns the rule's output before the gated norm.
+func (p *batch) deltaState(i int, l *layer, x tensor.Tensor) tensor.Tensor {
+	c, be, N := &p.m.Config, p.be, p.N
+	dconv := 2*c.NK*c.DK + c.NV*c.DV
+	mixed, conv, o := p.slot[0], p.slot[1], p.slot[3]
 	if p.a == nil {
 		p.a, p.b = p.sc.alloc(N*c.NV), p.sc.alloc(N*c.NV)
 	}
 	be.MatMul(mixed, x, l.qkv, N)
-	be.MatMul(z, x, l.z, N)
 	be.MatMul(p.b, x, l.b, N)
 	be.MatMul(p.a, x, l.a, N)
 	cargs := tensor.ConvArgs{B: p.B, T: p.T, D: dconv, K: c.ConvK, Len: p.lens}
@@ -334,8 +345,7 @@ func (p *batch) deltaNet(i int, l *layer, x tensor.Tensor) (tensor.Tensor, int) 
 	}
 	be.GatedDelta(o, conv, p.a, p.b, l.aLog, l.dtBias, tensor.DeltaArgs{
 		B: p.B, T: p.T, NK: c.NK, NV: c.NV, DK: c.DK, DV: c.DV, Chunk: deltaChunk, State: p.recs})
-	be.GatedRMSNorm(o, o, z, l.norm, N*c.NV, c.DV, c.Eps)
-	return o, dval
+	return o
 }
 
 // pass runs the graph over rows. With keep (a single unpadded row) it
@@ -390,6 +400,18 @@ func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, keep 
 		var pre tensor.Tensor
 		var width int
 		proj := l.o
+		if keep && i == len(m.layers)-1 && m.layerHook == nil {
+			// Keeping a state needs only what the last layer's mixer
+			// stores: its keys and values, or its conv and recurrent
+			// state; its output is never read.
+			if l.linear {
+				p.deltaState(i, l, x)
+			} else {
+				k, v := p.keysValues(l, x)
+				m.keepKV(&st.layers[i], rows[0], i, k, v, p.T*c.KVHeads*c.HeadDim)
+			}
+			break
+		}
 		last := gatherTail && i == len(m.layers)-1
 		if last && !l.linear {
 			// A last attention layer only needs its queries at the

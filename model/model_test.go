@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/startlux/startlux/internal/goldens"
+	"github.com/startlux/startlux/model/safetensors"
 	"github.com/startlux/startlux/tensor"
 )
 
@@ -109,14 +110,43 @@ func abs32(x float32) float32 {
 
 // TestResume checks that a prefix state followed by the rest equals one
 // pass, including a state made from a state, at chunk edges and inside
-// chunks, and that using a state never changes it.
+// chunks, and that using a state never changes it. Both test checkpoints
+// end in a full-attention layer; a 4-layer cut of the tiny one ends in a
+// DeltaNet layer, whose state a keeping pass makes without its output.
 func TestResume(t *testing.T) {
-	for _, dir := range []string{tinyDir, demoDir} {
-		t.Run(dir, func(t *testing.T) { testResume(t, dir) })
+	tests := []struct {
+		name string
+		dir  func(t *testing.T) string
+		tol  float64
+	}{
+		{"tiny", func(*testing.T) string { return tinyDir }, perPosTol},
+		{"demo", func(*testing.T) string { return demoDir }, 1e-5},
+		{"tiny, last layer DeltaNet", func(t *testing.T) string { return firstLayers(t, tinyDir, 4) }, perPosTol},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { testResume(t, tc.dir(t), tc.tol) })
 	}
 }
 
-func testResume(t *testing.T, dir string) {
+// firstLayers returns a copy of the checkpoint in dir cut to its first n
+// layers.
+func firstLayers(t *testing.T, dir string, n int) string {
+	return rewrite(t, dir, func(cfg map[string]any, ents []safetensors.Entry) []safetensors.Entry {
+		cfg["num_hidden_layers"] = n
+		cfg["layer_types"] = cfg["layer_types"].([]any)[:n]
+		var kept []safetensors.Entry
+		for _, e := range ents {
+			var layer int
+			if _, err := fmt.Sscanf(e.Name, "model.layers.%d.", &layer); err == nil && layer >= n {
+				continue
+			}
+			kept = append(kept, e)
+		}
+		return kept
+	})
+}
+
+func testResume(t *testing.T, dir string, tol float64) {
 	m := loadTiny(t, dir)
 	H := m.Config.Hidden
 	var ids []int32
@@ -146,7 +176,7 @@ func testResume(t *testing.T, dir string) {
 			}
 			before := stateBits(t, st)
 			got := hidden(t, m, st, ids[prev:])
-			if r := goldens.MaxRel(got, whole[prev*H:], H); r > invarianceTol(dir) {
+			if r := goldens.MaxRel(got, whole[prev*H:], H); r > tol {
 				t.Errorf("resumed at %v: relative error %.2e", split, r)
 			}
 			after := stateBits(t, st)
@@ -311,5 +341,46 @@ func TestGatheredTail(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestKeptStateWithoutLastOutput checks that a keeping pass, which skips
+// the last layer's work after its mixer's state (the normal path), keeps
+// the same state bit for bit as a pass that runs the whole last layer (the
+// path taken while a layer hook watches), for a last full-attention layer
+// and a last DeltaNet layer, from scratch and after a prefix.
+func TestKeptStateWithoutLastOutput(t *testing.T) {
+	dirs := map[string]string{"full attention last": tinyDir, "DeltaNet last": firstLayers(t, tinyDir, 4)}
+	for name, dir := range dirs {
+		t.Run(name, func(t *testing.T) {
+			m := loadTiny(t, dir)
+			ids := make([]int32, 90)
+			for i := range ids {
+				ids[i] = int32(i*71%4000 + 5)
+			}
+			ctx := context.Background()
+			prefix, err := m.Prefill(ctx, nil, ids[:30])
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer prefix.Free()
+			for _, p := range []*State{nil, prefix} {
+				short, err := m.Prefill(ctx, p, ids[30:])
+				if err != nil {
+					t.Fatal(err)
+				}
+				m.layerHook = func(int, tensor.Tensor, int) {}
+				full, err := m.Prefill(ctx, p, ids[30:])
+				m.layerHook = nil
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !equalBits(stateBits(t, short), stateBits(t, full)) {
+					t.Errorf("prefix %d: kept states differ", p.Len())
+				}
+				short.Free()
+				full.Free()
+			}
+		})
 	}
 }
