@@ -17,22 +17,25 @@ const attnBlock = 64
 // query's position, scaled, a float32 softmax, and the weighted sum of
 // values.
 //
-// The prefix part runs first (attendPrefix): the queries of all rows that
-// share one prefix, and of all query heads that share one kv head, are
-// multiplied against it together, in chunks of prefixChunk queries, leaving
-// in out the unnormalised sum over the prefix with its score maximum and
-// exponential sum. The rows' own keys then run per (row, head, block of
-// queries), a block only scoring the keys up to its last position, and are
-// merged with the prefix part by rescaling both to the larger maximum. The
-// scores and the weighted sums go through sgemm. Queries at padding
-// positions (a.Len) are skipped and get zeros.
+// A long prefix (more than b.foldPrefix positions) runs first
+// (attendPrefix): the queries of all rows that share one prefix, and of all
+// query heads that share one kv head, are multiplied against it together,
+// in chunks of prefixChunk queries, leaving in out the unnormalised sum over
+// the prefix with its score maximum and exponential sum. The rows' own keys
+// then run per (row, head, block of queries), a block only scoring the keys
+// up to its last position, and are merged with the prefix part by rescaling
+// both to the larger maximum. A short prefix (a preamble) instead joins its
+// row's blocks: each block scores the prefix keys and its own keys into one
+// score row and takes one softmax, which costs less than gathering its
+// queries and merging. The scores and the weighted sums go through sgemm.
+// Queries at padding positions (a.Len) are skipped and get zeros.
 func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 	hd := a.HeadDim
 	qs, ks := a.Heads*hd, a.KVHeads*hd // token strides
 	qd, kd, vd, od := data(q), data(k), data(v), data(out)
 	var pm, pl []float32 // per (token, head): prefix score maximum and exponential sum
 	var ps *scratchBuf
-	if hasPrefix(a) {
+	if b.hasLongPrefix(a) {
 		ps = b.getScratch(2 * a.B * a.T * a.Heads)
 		defer b.putScratch(ps)
 		pm, pl = ps.d[:a.B*a.T*a.Heads], ps.d[a.B*a.T*a.Heads:]
@@ -44,7 +47,10 @@ func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 		blk := blocks - 1 - task%blocks
 		row, h := task/blocks/a.Heads, task/blocks%a.Heads
 		kvh := h / (a.Heads / a.KVHeads)
-		prefix := a.Prefix != nil && a.Prefix[row].Len > 0
+		var p int // prefix positions
+		if a.Prefix != nil {
+			p = a.Prefix[row].Len
+		}
 		i0 := blk * attnBlock
 		end := min(a.T, i0+attnBlock)
 		i1 := min(end, rowLen(a, row))
@@ -55,6 +61,10 @@ func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 		if i1 <= i0 {
 			return
 		}
+		if p > 0 && p <= b.foldPrefix {
+			b.attendFolded(od, qd, kd, vd, a, row, h, i0, i1)
+			return
+		}
 		nq := i1 - i0
 		nk := i1 // keys of the block's last query
 		s := b.getScratch(nq*nk + nq)
@@ -62,7 +72,7 @@ func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 		q0 := (row*a.T+i0)*qs + h*hd
 		k0 := row*a.T*ks + kvh*hd
 		b.sgemm(false, true, nq, i1, hd, a.Scale, qd[q0:], qs, kd[k0:], ks, 0, sc, nk)
-		if !prefix {
+		if p == 0 {
 			for i := range nq {
 				softmaxPrefix(sc[i*nk:(i+1)*nk], i0+i+1)
 			}
@@ -97,6 +107,36 @@ func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 // time.
 const prefixChunk = 128
 
+// foldPrefix is the longest prefix whose keys join each block of its row's
+// queries instead of running first for all rows that share it.
+const foldPrefix = 256
+
+// attendFolded computes the attention of queries [i0, i1) of row and
+// head h, whose prefix is short: each query's scores against the prefix
+// keys and its own keys up to its position form one row of the score
+// matrix, [prefix | own], with one softmax and two products with the values.
+func (b *Backend) attendFolded(od, qd, kd, vd []float32, a tensor.AttnArgs, row, h, i0, i1 int) {
+	hd := a.HeadDim
+	qs, ks := a.Heads*hd, a.KVHeads*hd
+	kvh := h / (a.Heads / a.KVHeads)
+	kv := a.Prefix[row]
+	p, nq := kv.Len, i1-i0
+	nk := p + i1
+	s := b.getScratch(nq * nk)
+	defer b.putScratch(s)
+	sc := s.d[:nq*nk]
+	q0 := (row*a.T+i0)*qs + h*hd
+	k0 := row*a.T*ks + kvh*hd
+	pk, pv := data(kv.K)[kvh*hd:], data(kv.V)[kvh*hd:]
+	b.sgemm(false, true, nq, p, hd, a.Scale, qd[q0:], qs, pk, ks, 0, sc, nk)
+	b.sgemm(false, true, nq, i1, hd, a.Scale, qd[q0:], qs, kd[k0:], ks, 0, sc[p:], nk)
+	for i := range nq {
+		softmaxPrefix(sc[i*nk:(i+1)*nk], p+i0+i+1)
+	}
+	b.sgemm(false, false, nq, hd, p, 1, sc, nk, pv, ks, 0, od[q0:], qs)
+	b.sgemm(false, false, nq, hd, i1, 1, sc[p:], nk, vd[k0:], ks, 1, od[q0:], qs)
+}
+
 // rowLen returns the number of real positions of row (a.Len, or all T).
 func rowLen(a tensor.AttnArgs, row int) int {
 	if a.Len == nil {
@@ -105,10 +145,11 @@ func rowLen(a tensor.AttnArgs, row int) int {
 	return min(a.T, a.Len[row])
 }
 
-// hasPrefix reports whether some row of a has prefix keys.
-func hasPrefix(a tensor.AttnArgs) bool {
+// hasLongPrefix reports whether some row of a has more than b.foldPrefix
+// prefix positions.
+func (b *Backend) hasLongPrefix(a tensor.AttnArgs) bool {
 	for _, p := range a.Prefix {
-		if p.Len > 0 {
+		if p.Len > b.foldPrefix {
 			return true
 		}
 	}
@@ -132,7 +173,7 @@ func (b *Backend) attendPrefix(od, qd, pm, pl []float32, a tensor.AttnArgs) {
 	var groups [][]int // rows of each distinct prefix
 	index := map[key]int{}
 	for row, p := range a.Prefix {
-		if p.Len == 0 {
+		if p.Len <= b.foldPrefix {
 			continue
 		}
 		kk := key{p.K, p.Len}

@@ -32,91 +32,97 @@ func TestAttention(t *testing.T) {
 			{3, 130, 2, 1, 8, nil, []int{64, 130, 129}},
 			{5, 40, 4, 2, 32, []int{300, 300, 300, 0, 9}, []int{40, 33, 0, 7, 39}},
 		} {
-			t.Run(fmt.Sprintf("%s/B%d,T%d,H%d/%d,hd%d,prefix%v,len%v", tb.name, c.b, c.t, c.heads, c.kvh, c.hd, c.prefix, c.lens), func(t *testing.T) {
-				b := tb.b
-				n := c.b * c.t
-				q := randVec(rng, n*c.heads*c.hd, 1)
-				k := randVec(rng, n*c.kvh*c.hd, 1)
-				v := randVec(rng, n*c.kvh*c.hd, 1)
-				scale := float32(1 / math.Sqrt(float64(c.hd)))
-				args := tensor.AttnArgs{B: c.b, T: c.t, Heads: c.heads, KVHeads: c.kvh, HeadDim: c.hd, Scale: scale, Len: c.lens}
-				var pk, pv [][]float32
-				if c.prefix != nil {
-					args.Prefix = make([]tensor.KV, c.b)
-					pk, pv = make([][]float32, c.b), make([][]float32, c.b)
-					for r, l := range c.prefix {
-						if r > 0 && l == c.prefix[r-1] { // shared entry
-							args.Prefix[r], pk[r], pv[r] = args.Prefix[r-1], pk[r-1], pv[r-1]
-							continue
-						}
-						pk[r] = randVec(rng, l*c.kvh*c.hd, 1)
-						pv[r] = randVec(rng, l*c.kvh*c.hd, 1)
-						args.Prefix[r] = tensor.KV{K: upload(b, pk[r]), V: upload(b, pv[r]), Len: l}
-					}
-				}
-				want := make([]float64, n*c.heads*c.hd)
-				for r := range c.b {
-					p := 0
+			// Prefixes up to fold join their rows' blocks; longer ones
+			// run first, for all rows that share them.
+			for _, fold := range []int{0, 8, foldPrefix} {
+				t.Run(fmt.Sprintf("%s/B%d,T%d,H%d/%d,hd%d,prefix%v,len%v,fold%d", tb.name, c.b, c.t, c.heads, c.kvh, c.hd, c.prefix, c.lens, fold), func(t *testing.T) {
+					b := tb.b
+					b.foldPrefix = fold
+					defer func() { b.foldPrefix = foldPrefix }()
+					n := c.b * c.t
+					q := randVec(rng, n*c.heads*c.hd, 1)
+					k := randVec(rng, n*c.kvh*c.hd, 1)
+					v := randVec(rng, n*c.kvh*c.hd, 1)
+					scale := float32(1 / math.Sqrt(float64(c.hd)))
+					args := tensor.AttnArgs{B: c.b, T: c.t, Heads: c.heads, KVHeads: c.kvh, HeadDim: c.hd, Scale: scale, Len: c.lens}
+					var pk, pv [][]float32
 					if c.prefix != nil {
-						p = c.prefix[r]
-					}
-					for h := range c.heads {
-						kvh := h / (c.heads / c.kvh)
-						key := func(j int) ([]float32, []float32) {
-							if j < p {
-								o := (j*c.kvh + kvh) * c.hd
-								return pk[r][o : o+c.hd], pv[r][o : o+c.hd]
+						args.Prefix = make([]tensor.KV, c.b)
+						pk, pv = make([][]float32, c.b), make([][]float32, c.b)
+						for r, l := range c.prefix {
+							if r > 0 && l == c.prefix[r-1] { // shared entry
+								args.Prefix[r], pk[r], pv[r] = args.Prefix[r-1], pk[r-1], pv[r-1]
+								continue
 							}
-							o := ((r*c.t+j-p)*c.kvh + kvh) * c.hd
-							return k[o : o+c.hd], v[o : o+c.hd]
+							pk[r] = randVec(rng, l*c.kvh*c.hd, 1)
+							pv[r] = randVec(rng, l*c.kvh*c.hd, 1)
+							args.Prefix[r] = tensor.KV{K: upload(b, pk[r]), V: upload(b, pv[r]), Len: l}
 						}
-						for i := range c.t {
-							if c.lens != nil && i >= c.lens[r] {
-								continue // padding: want zeros
-							}
-							qi := q[((r*c.t+i)*c.heads+h)*c.hd:][:c.hd]
-							nk := p + i + 1
-							s := make([]float64, nk)
-							mx := math.Inf(-1)
-							for j := range nk {
-								kj, _ := key(j)
-								for d := range c.hd {
-									s[j] += float64(qi[d]) * float64(kj[d])
+					}
+					want := make([]float64, n*c.heads*c.hd)
+					for r := range c.b {
+						p := 0
+						if c.prefix != nil {
+							p = c.prefix[r]
+						}
+						for h := range c.heads {
+							kvh := h / (c.heads / c.kvh)
+							key := func(j int) ([]float32, []float32) {
+								if j < p {
+									o := (j*c.kvh + kvh) * c.hd
+									return pk[r][o : o+c.hd], pv[r][o : o+c.hd]
 								}
-								s[j] *= float64(scale)
-								mx = max(mx, s[j])
+								o := ((r*c.t+j-p)*c.kvh + kvh) * c.hd
+								return k[o : o+c.hd], v[o : o+c.hd]
 							}
-							var sum float64
-							for j := range s {
-								s[j] = math.Exp(s[j] - mx)
-								sum += s[j]
-							}
-							o := want[((r*c.t+i)*c.heads+h)*c.hd:][:c.hd]
-							for j := range nk {
-								_, vj := key(j)
-								for d := range c.hd {
-									o[d] += s[j] / sum * float64(vj[d])
+							for i := range c.t {
+								if c.lens != nil && i >= c.lens[r] {
+									continue // padding: want zeros
+								}
+								qi := q[((r*c.t+i)*c.heads+h)*c.hd:][:c.hd]
+								nk := p + i + 1
+								s := make([]float64, nk)
+								mx := math.Inf(-1)
+								for j := range nk {
+									kj, _ := key(j)
+									for d := range c.hd {
+										s[j] += float64(qi[d]) * float64(kj[d])
+									}
+									s[j] *= float64(scale)
+									mx = max(mx, s[j])
+								}
+								var sum float64
+								for j := range s {
+									s[j] = math.Exp(s[j] - mx)
+									sum += s[j]
+								}
+								o := want[((r*c.t+i)*c.heads+h)*c.hd:][:c.hd]
+								for j := range nk {
+									_, vj := key(j)
+									for d := range c.hd {
+										o[d] += s[j] / sum * float64(vj[d])
+									}
 								}
 							}
 						}
 					}
-				}
-				var before [][]float32
-				for r := range pk {
-					before = append(before, download(t, b, args.Prefix[r].K))
-				}
-				out := upload(b, poison(n*c.heads*c.hd))
-				b.Attention(out, upload(b, q), upload(b, k), upload(b, v), args)
-				checkClose(t, "Attention", download(t, b, out), want, 1e-5)
-				for r := range pk {
-					got := download(t, b, args.Prefix[r].K)
-					for i := range got {
-						if got[i] != before[r][i] {
-							t.Fatal("Attention wrote to a prefix")
+					var before [][]float32
+					for r := range pk {
+						before = append(before, download(t, b, args.Prefix[r].K))
+					}
+					out := upload(b, poison(n*c.heads*c.hd))
+					b.Attention(out, upload(b, q), upload(b, k), upload(b, v), args)
+					checkClose(t, "Attention", download(t, b, out), want, 1e-5)
+					for r := range pk {
+						got := download(t, b, args.Prefix[r].K)
+						for i := range got {
+							if got[i] != before[r][i] {
+								t.Fatal("Attention wrote to a prefix")
+							}
 						}
 					}
-				}
-			})
+				})
+			}
 		}
 	}
 }

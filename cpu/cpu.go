@@ -54,6 +54,10 @@ type Backend struct {
 	// (defaultTileRows, defaultTileCols; tests shrink them).
 	tileRows, tileCols int
 
+	// foldPrefix is the longest attention prefix that joins its row's
+	// blocks (the constant foldPrefix; tests change it).
+	foldPrefix int
+
 	// scratch holds per-worker buffers, reused across calls; a forward pass
 	// uses the backend from one goroutine at a time (tensor.Backend's rule),
 	// so the pool only sees the workers of one operation.
@@ -76,7 +80,7 @@ func New(opts Options) (*Backend, error) {
 	if opts.Threads < 0 {
 		return nil, fmt.Errorf("cpu: negative thread count %d", opts.Threads)
 	}
-	b := &Backend{threads: opts.Threads, tileRows: defaultTileRows, tileCols: defaultTileCols}
+	b := &Backend{threads: opts.Threads, tileRows: defaultTileRows, tileCols: defaultTileCols, foldPrefix: foldPrefix}
 	if b.threads == 0 {
 		b.threads = runtime.GOMAXPROCS(0)
 	}
