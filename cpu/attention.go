@@ -284,12 +284,16 @@ func expSubSum(x []float32, m float32) float32 {
 		sum += ((l[0] + l[4]) + (l[1] + l[5])) + ((l[2] + l[6]) + (l[3] + l[7]))
 		i += n
 	}
+	// The scalar loop (all of x where there are no vector loops) sums in
+	// float64: a float32 running sum over a long row drifts by about
+	// 1e-6 relative.
+	var tail float64
 	for j := i; j < len(x); j++ {
 		e := expFlush(x[j] - m)
 		x[j] = e
-		sum += e
+		tail += float64(e)
 	}
-	return sum
+	return sum + float32(tail)
 }
 
 // softmaxPrefix replaces s[:n] with its softmax and zeroes s[n:].
