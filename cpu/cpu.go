@@ -16,8 +16,11 @@
 // queries; the elementwise operations use AVX2 loops on amd64 that give the
 // same bits as their scalar Go versions.
 //
-// Every operation runs synchronously on the calling goroutine (fanning out to
-// worker goroutines inside), so Read and Sync only copy or return.
+// Every operation runs synchronously on the calling goroutine, which fans
+// its work out to the backend's helper goroutines (see pool.go: they spin
+// briefly between operations, so a pass of a few hundred short operations
+// does not wake a parked thread for each), so Read and Sync only copy or
+// return.
 //
 // BenchmarkPrefill08B runs the operations of a Qwen3.5-0.8B 512-token
 // prefill and reports tokens/s and the fraction of MeasureSgemm's rate:
