@@ -124,24 +124,45 @@ func BenchmarkAttention(b *testing.B) {
 // GFLOP/s of the QKᵀ and PV products against the prefix and the rows' own
 // keys.
 func BenchmarkAttentionPrefix(b *testing.B) {
+	benchAttentionRows(b, 8, 53, 1568, 0)
+}
+
+// BenchmarkAttentionBatch runs the attention of a decide_batch of
+// single-question requests on the demo model's shapes: 64 rows of 100 to
+// 121 tokens, right-padded, each after the kept 52-token preamble. It
+// reports the GFLOP/s of the QKᵀ and PV products.
+func BenchmarkAttentionBatch(b *testing.B) {
+	benchAttentionRows(b, 64, 121, 52, 22)
+}
+
+// benchAttentionRows times the attention of rows rows of up to t tokens
+// (row r has t − r%spread of them) after one shared prefix of p positions,
+// with the demo model's heads (4 query heads of 32 over 2 kv heads).
+func benchAttentionRows(b *testing.B, rows, t, p, spread int) {
 	rng := rand.New(rand.NewPCG(1, 2))
+	h, kvh, hd := 4, 2, 32
 	for _, be := range benchBackends(b) {
 		b.Run(be.name, func(b *testing.B) {
 			bk := be.b
-			rows, t, p, h, kvh, hd := 8, 53, 1568, 4, 2, 32
 			q := upload(bk, randVec(rng, rows*t*h*hd, 1))
 			k := upload(bk, randVec(rng, rows*t*kvh*hd, 1))
 			v := upload(bk, randVec(rng, rows*t*kvh*hd, 1))
 			kv := tensor.KV{K: upload(bk, randVec(rng, p*kvh*hd, 1)), V: upload(bk, randVec(rng, p*kvh*hd, 1)), Len: p}
 			args := tensor.AttnArgs{B: rows, T: t, Heads: h, KVHeads: kvh, HeadDim: hd, Scale: 1 / float32(math.Sqrt(float64(hd)))}
-			for range rows {
+			flops := 0.0
+			for r := range rows {
+				n := t
+				if spread > 0 {
+					n -= r % spread
+				}
 				args.Prefix = append(args.Prefix, kv)
+				args.Len = append(args.Len, n)
+				flops += 4 * float64(n*h*hd) * (float64(p) + float64(n+1)/2)
 			}
 			out := bk.Alloc(rows * t * h * hd)
 			for b.Loop() {
 				bk.Attention(out, q, k, v, args)
 			}
-			flops := 4 * float64(rows*t*h*hd) * (float64(p) + float64(t+1)/2)
 			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 		})
 	}
@@ -342,35 +363,4 @@ func BenchmarkPrefill08B(b *testing.B) {
 		fmt.Fprintf(&sb, " %s %.0fms (%.0f%%)", op, spent[op].Seconds()*1e3, 100*spent[op].Seconds()/total.Seconds())
 	}
 	b.Logf("one pass %.0fms:%s", total.Seconds()*1e3, sb.String())
-}
-
-// BenchmarkAttentionBatch runs the attention of a decide_batch of
-// single-question requests on the demo model's shapes: 64 rows of 100 to
-// 121 tokens, right-padded, each after the kept 52-token preamble. It
-// reports the GFLOP/s of the QKᵀ and PV products.
-func BenchmarkAttentionBatch(b *testing.B) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, be := range benchBackends(b) {
-		b.Run(be.name, func(b *testing.B) {
-			bk := be.b
-			rows, t, p, h, kvh, hd := 64, 121, 52, 4, 2, 32
-			q := upload(bk, randVec(rng, rows*t*h*hd, 1))
-			k := upload(bk, randVec(rng, rows*t*kvh*hd, 1))
-			v := upload(bk, randVec(rng, rows*t*kvh*hd, 1))
-			kv := tensor.KV{K: upload(bk, randVec(rng, p*kvh*hd, 1)), V: upload(bk, randVec(rng, p*kvh*hd, 1)), Len: p}
-			args := tensor.AttnArgs{B: rows, T: t, Heads: h, KVHeads: kvh, HeadDim: hd, Scale: 1 / float32(math.Sqrt(float64(hd)))}
-			flops := 0.0
-			for r := range rows {
-				args.Prefix = append(args.Prefix, kv)
-				n := t - r%22
-				args.Len = append(args.Len, n)
-				flops += 4 * float64(n*h*hd) * (float64(p) + float64(n+1)/2)
-			}
-			out := bk.Alloc(rows * t * h * hd)
-			for b.Loop() {
-				bk.Attention(out, q, k, v, args)
-			}
-			b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-		})
-	}
 }
