@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -29,12 +30,28 @@ func benchDecide(ctx context.Context, env *cmdEnv, args []string) error {
 	evTokens := fset.Int("evidence-tokens", 1500, "evidence length of the 8-question request, in tokens")
 	nBatch := fset.Int("requests", 64, "single-question requests in the batch comparison")
 	threads := fset.Int("threads", 0, "CPU backend threads (0: all cores)")
+	wide := fset.Int("wide-layers", 0, "instead of the demo model, a random-weight checkpoint of `N` layers with Qwen3.5-0.8B's layer shapes\n(every fourth full attention) and the demo's vocabulary, tokenizer and decision config, written to a temporary directory")
 	backend := backendFlag(fset)
 	if err := fset.Parse(args); err != nil {
 		return err
 	}
-	if *iters < 1 || *nBatch < 1 || *evTokens < 1 {
-		return fmt.Errorf("bench decide: --iters, --requests and --evidence-tokens must be positive")
+	if *iters < 1 || *nBatch < 1 || *evTokens < 1 || *wide < 0 {
+		return fmt.Errorf("bench decide: --iters, --requests and --evidence-tokens must be positive, --wide-layers not negative")
+	}
+	if *wide > 0 {
+		if *modelDir != "" {
+			return fmt.Errorf("bench decide: --wide-layers and --model exclude each other")
+		}
+		dir, err := os.MkdirTemp("", "startlux-wide-")
+		if err != nil {
+			return fmt.Errorf("bench decide: %w", err)
+		}
+		defer os.RemoveAll(dir)
+		fmt.Fprintf(env.stderr, "writing a %d-layer checkpoint with Qwen3.5-0.8B's layer shapes to %s\n", *wide, dir)
+		if err := writeWideDemo(dir, *wide); err != nil {
+			return fmt.Errorf("bench decide: --wide-layers: %w", err)
+		}
+		*modelDir = dir
 	}
 	be, err := openBackendThreads(*backend, *threads)
 	if err != nil {
@@ -63,8 +80,12 @@ func benchDecide(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	info := e.Info()
 	w := env.stdout
+	label := filepath.Base(info.Path)
+	if *wide > 0 {
+		label = fmt.Sprintf("%d-layer model of Qwen3.5-0.8B's layer shapes (random weights, the demo's vocabulary)", *wide)
+	}
 	fmt.Fprintf(w, "decide benchmark: model %s, backend %s, GOOS/GOARCH %s/%s, preamble %d tokens\n",
-		filepath.Base(info.Path), backendLabel(be), runtime.GOOS, runtime.GOARCH, info.PreambleTokens)
+		label, backendLabel(be), runtime.GOOS, runtime.GOARCH, info.PreambleTokens)
 
 	// 1. One request of 8 questions about one long evidence: cold, then warm.
 	ev, n := benchEvidence(tok, 1, *evTokens)
@@ -151,6 +172,44 @@ func benchDecide(ctx context.Context, env *cmdEnv, args []string) error {
 	fmt.Fprintf(w, "  batch throughput %.2f× one by one (goal ≥ 2×); probabilities differ by at most %.2g\n", o/b, worst)
 	if d := maxDiff(cold, warm); d > 1e-5 || worst > 1e-5 {
 		return fmt.Errorf("bench decide: results depend on the prefix plan or batching (cold/warm %.2g, batch/one %.2g; want ≤ 1e-5)", d, worst)
+	}
+	return nil
+}
+
+// writeWideDemo writes to dir a random-weight checkpoint of the given
+// number of layers with Qwen3.5-0.8B's layer shapes, and the embedded demo
+// model's vocabulary size, tokenizer and decision files beside it.
+func writeWideDemo(dir string, layers int) error {
+	demo := startlux.DemoModel()
+	raw, err := fs.ReadFile(demo, "config.json")
+	if err != nil {
+		return err
+	}
+	var cfg struct {
+		Vocab int `json:"vocab_size"`
+	}
+	if err := json.Unmarshal(raw, &cfg); err != nil {
+		return fmt.Errorf("demo config.json: %w", err)
+	}
+	s := qwen35Small()
+	s.L, s.V = layers, cfg.Vocab
+	if _, err := writeBenchCheckpoint(dir, s, 0); err != nil {
+		return err
+	}
+	entries, err := fs.ReadDir(demo, ".")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if name := e.Name(); !e.IsDir() && name != "config.json" && !strings.HasSuffix(name, ".safetensors") {
+			b, err := fs.ReadFile(demo, name)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }

@@ -70,18 +70,38 @@ func TestDecideBadInput(t *testing.T) {
 	}
 }
 
-// TestBenchDecideSmoke runs the decide benchmark at a tiny size: it checks
-// the report is produced and that results do not depend on the prefix plan
-// or batching (benchDecide fails otherwise). It measures nothing.
+// TestBenchDecideSmoke runs the decide benchmark at a tiny size, on the
+// demo model and on a one-layer checkpoint of the 0.8B shapes
+// (--wide-layers): it checks the report is produced and that results do not
+// depend on the prefix plan or batching (benchDecide fails otherwise). It
+// measures nothing.
 func TestBenchDecideSmoke(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"demo", nil, []string{"demo-decision"}},
+		{"wide", []string{"--wide-layers", "1"}, []string{"1-layer model of Qwen3.5-0.8B's layer shapes", "writing a 1-layer checkpoint"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			env := &cmdEnv{stdin: strings.NewReader(""), stdout: &out, stderr: &out}
+			args := append([]string{"--iters", "1", "--requests", "3", "--evidence-tokens", "300"}, tc.args...)
+			if err := benchDecide(context.Background(), env, args); err != nil {
+				t.Fatalf("%v\n%s", err, out.String())
+			}
+			for _, want := range append([]string{"cold", "warm", "ideal", "one by one", "decide_batch"}, tc.want...) {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("report lacks %q:\n%s", want, out.String())
+				}
+			}
+		})
+	}
 	var out bytes.Buffer
 	env := &cmdEnv{stdin: strings.NewReader(""), stdout: &out, stderr: &out}
-	if err := benchDecide(context.Background(), env, []string{"--iters", "1", "--requests", "3", "--evidence-tokens", "300"}); err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	for _, want := range []string{"cold", "warm", "ideal", "one by one", "decide_batch"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, out.String())
-		}
+	if err := benchDecide(context.Background(), env, []string{"--wide-layers", "2", "--model", "x"}); err == nil || !strings.Contains(err.Error(), "exclude") {
+		t.Errorf("--wide-layers with --model: err %v", err)
 	}
 }
