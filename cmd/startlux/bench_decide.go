@@ -47,7 +47,7 @@ func benchDecide(ctx context.Context, env *cmdEnv, args []string) error {
 			return fmt.Errorf("bench decide: %w", err)
 		}
 		defer os.RemoveAll(dir)
-		fmt.Fprintf(env.stderr, "writing a %d-layer checkpoint with Qwen3.5-0.8B's layer shapes to %s\n", *wide, dir)
+		fmt.Fprintf(env.stderr, "writing a checkpoint of %d layers with Qwen3.5-0.8B's layer shapes to %s\n", *wide, dir)
 		if err := writeWideDemo(dir, *wide); err != nil {
 			return fmt.Errorf("bench decide: --wide-layers: %w", err)
 		}

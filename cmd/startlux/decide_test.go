@@ -82,7 +82,7 @@ func TestBenchDecideSmoke(t *testing.T) {
 		want []string
 	}{
 		{"demo", nil, []string{"demo-decision"}},
-		{"wide", []string{"--wide-layers", "1"}, []string{"1-layer model of Qwen3.5-0.8B's layer shapes", "writing a 1-layer checkpoint"}},
+		{"wide", []string{"--wide-layers", "1"}, []string{"1-layer model of Qwen3.5-0.8B's layer shapes", "writing a checkpoint of 1 layers"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
