@@ -63,7 +63,7 @@ type Backend struct {
 
 	// scratch holds per-worker buffers, reused across calls; a forward pass
 	// uses the backend from one goroutine at a time (tensor.Backend's rule),
-	// so the pool only sees the workers of one operation.
+	// so the sync.Pool only sees the workers of one operation.
 	scratch sync.Pool
 
 	free freeList // memory of freed tensors
