@@ -476,6 +476,7 @@ func (b *Backend) RoPE(x tensor.Tensor, pos []int32, heads, hd, rd int, theta fl
 const attMaxHD = 512
 
 // Attention computes causal grouped-query attention; one dispatch per row.
+// The queries at padding positions (a.Len) are skipped and get zeros.
 func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 	if a.B == 0 || a.T == 0 {
 		return
@@ -485,6 +486,9 @@ func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 	}
 	if a.Prefix != nil && len(a.Prefix) != a.B {
 		panic(fmt.Sprintf("metal: attention: %d prefixes for %d rows", len(a.Prefix), a.B))
+	}
+	if a.Len != nil && len(a.Len) != a.B {
+		panic(fmt.Sprintf("metal: attention: %d row lengths for %d rows", len(a.Len), a.B))
 	}
 	n := a.B * a.T
 	checkRange("attention q", 0, n*a.Heads*a.HeadDim, q.Len())
@@ -499,9 +503,13 @@ func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 			checkRange("attention prefix v", 0, p.Len*a.KVHeads*a.HeadDim, p.V.Len())
 			pk, pv, plen = p.K, p.V, p.Len
 		}
+		n := a.T // real positions; the queries after them (padding) get zeros
+		if a.Len != nil {
+			n = max(0, min(a.T, a.Len[row]))
+		}
 		b.run("attention", [3]int{a.T, a.Heads, 1}, [3]int{32, 1, 1},
 			arg(0, out, 0), arg(1, q, 0), arg(2, k, 0), arg(3, v, 0), arg(4, pk, 0), arg(5, pv, 0),
-			bytesArg(6, params(a.T, a.Heads, a.KVHeads, a.HeadDim, plen, row, a.Scale)))
+			bytesArg(6, params(a.T, a.Heads, a.KVHeads, a.HeadDim, plen, row, n, a.Scale)))
 	}
 }
 

@@ -162,21 +162,25 @@ func TestAttention(t *testing.T) {
 	for _, s := range []struct {
 		b, t, heads, kv, hd int
 		prefix              []int // per row, -1 for none; nil for no prefixes
+		lens                []int // per row: real positions (AttnArgs.Len); nil: all
 	}{
-		{1, 1, 2, 1, 16, nil},
-		{2, 5, 4, 2, 32, nil},
-		{1, 70, 4, 2, 40, nil},
-		{3, 33, 4, 4, 24, []int{0, 31, 31}},
-		{2, 9, 6, 2, 256, []int{70, 1}},
+		{1, 1, 2, 1, 16, nil, nil},
+		{2, 5, 4, 2, 32, nil, nil},
+		{1, 70, 4, 2, 40, nil, nil},
+		{3, 33, 4, 4, 24, []int{0, 31, 31}, nil},
+		{2, 9, 6, 2, 256, []int{70, 1}, nil},
+		// Padded rows: the queries past each row's length get zeros.
+		{3, 40, 4, 2, 32, nil, []int{40, 1, 0}},
+		{3, 33, 4, 4, 24, []int{0, 31, 31}, []int{33, 20, 7}},
 	} {
-		t.Run(fmt.Sprintf("b%d_t%d_h%d_kv%d_d%d_p%v", s.b, s.t, s.heads, s.kv, s.hd, s.prefix), func(t *testing.T) {
+		t.Run(fmt.Sprintf("b%d_t%d_h%d_kv%d_d%d_p%v_len%v", s.b, s.t, s.heads, s.kv, s.hd, s.prefix, s.lens), func(t *testing.T) {
 			p := newPair(t, uint64(s.t*10+s.hd))
 			n := s.b * s.t
 			q := p.upload(p.vec(n*s.heads*s.hd, 1))
 			k := p.upload(p.vec(n*s.kv*s.hd, 1))
 			v := p.upload(p.vec(n*s.kv*s.hd, 1))
 			out := p.poisoned(n * s.heads * s.hd)
-			am := tensor.AttnArgs{B: s.b, T: s.t, Heads: s.heads, KVHeads: s.kv, HeadDim: s.hd, Scale: float32(1 / math.Sqrt(float64(s.hd)))}
+			am := tensor.AttnArgs{B: s.b, T: s.t, Heads: s.heads, KVHeads: s.kv, HeadDim: s.hd, Scale: float32(1 / math.Sqrt(float64(s.hd))), Len: s.lens}
 			ac := am
 			if s.prefix != nil {
 				shared := map[int]tensor.KV{}

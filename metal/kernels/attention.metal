@@ -1,12 +1,13 @@
 // Causal grouped-query attention over one batch row, with an optional prefix
-// K/V. One threadgroup (one SIMD-group) per (query position, head). Keys go
+// K/V. One threadgroup (one SIMD-group) per (query position, head); the
+// queries at or past the row's length (padding) write zeros. Keys go
 // in blocks of 32, lane l scoring key j0 + l; the block's scores pass
 // through threadgroup memory (double-buffered, one barrier per block), every
 // lane keeps the online-softmax running max and sum and accumulates the
 // output dims d ≡ lane (mod 32).
 
 struct AttnParams {
-  uint T, heads, kv_heads, hd, prefix, row;
+  uint T, heads, kv_heads, hd, prefix, row, len;
   float scale;
 };
 
@@ -23,6 +24,12 @@ kernel void attention(device float* out [[buffer(0)]], device const float* q [[b
   uint t = tg.x, h = tg.y;
   uint kvh = h / (p.heads / p.kv_heads);
   uint tok = p.row * p.T + t;
+  if (t >= p.len) {
+    // Padding: the whole threadgroup leaves here, before any barrier.
+    device float* orow = out + (tok * p.heads + h) * p.hd;
+    for (uint d = lane; d < p.hd; d += 32) orow[d] = 0.0f;
+    return;
+  }
   uint kv_stride = p.kv_heads * p.hd;
   device const float* qr = q + (tok * p.heads + h) * p.hd;
   for (uint d = lane; d < p.hd; d += 32) qs[d] = qr[d];
