@@ -146,9 +146,13 @@ func TestGatedDelta(t *testing.T) {
 				want := make([]float64, c.b*c.t*c.nv*c.dv)
 				c.reference(st64, 0, c.t, want)
 				got := c.run(tb.b, sts, 0, c.t, 64)
-				checkClose(t, "out", got, want, 2e-5)
+				// The values are drawn with standard deviation 1, but a
+				// short row's outputs can cancel to near zero (one seed in
+				// about a thousand gave 7.6e-5 for the one-token case):
+				// their error is measured against at least 1e-2.
+				checkCloseMin(t, "out", got, want, 2e-5, 1e-2)
 				for r := range c.b {
-					checkClose(t, fmt.Sprintf("state[%d]", r), download(t, tb.b, sts[r]), st64[r], 2e-5)
+					checkCloseMin(t, fmt.Sprintf("state[%d]", r), download(t, tb.b, sts[r]), st64[r], 2e-5, 1e-2)
 				}
 			})
 		}
