@@ -53,7 +53,7 @@ func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 		}
 		i0 := blk * attnBlock
 		end := min(a.T, i0+attnBlock)
-		i1 := min(end, rowLen(a, row))
+		i1 := min(end, a.RowLen(row))
 		// Queries at padding positions get zeros.
 		for i := max(i0, i1); i < end; i++ {
 			clear(od[(row*a.T+i)*qs+h*hd:][:hd])
@@ -137,14 +137,6 @@ func (b *Backend) attendFolded(od, qd, kd, vd []float32, a tensor.AttnArgs, row,
 	b.sgemm(false, false, nq, hd, i1, 1, sc[p:], nk, vd[k0:], ks, 1, od[q0:], qs)
 }
 
-// rowLen returns the number of real positions of row (a.Len, or all T).
-func rowLen(a tensor.AttnArgs, row int) int {
-	if a.Len == nil {
-		return a.T
-	}
-	return min(a.T, a.Len[row])
-}
-
 // hasLongPrefix reports whether some row of a has more than b.foldPrefix
 // prefix positions.
 func (b *Backend) hasLongPrefix(a tensor.AttnArgs) bool {
@@ -193,7 +185,7 @@ func (b *Backend) attendPrefix(od, qd, pm, pl []float32, a tensor.AttnArgs) {
 	places := make([][]int, len(groups))
 	for g, rows := range groups {
 		for _, row := range rows {
-			for t := range rowLen(a, row) {
+			for t := range a.RowLen(row) {
 				for r := range group {
 					places[g] = append(places[g], (row*a.T+t)*a.Heads+r)
 				}

@@ -503,13 +503,9 @@ func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 			checkRange("attention prefix v", 0, p.Len*a.KVHeads*a.HeadDim, p.V.Len())
 			pk, pv, plen = p.K, p.V, p.Len
 		}
-		n := a.T // real positions; the queries after them (padding) get zeros
-		if a.Len != nil {
-			n = max(0, min(a.T, a.Len[row]))
-		}
 		b.run("attention", [3]int{a.T, a.Heads, 1}, [3]int{32, 1, 1},
 			arg(0, out, 0), arg(1, q, 0), arg(2, k, 0), arg(3, v, 0), arg(4, pk, 0), arg(5, pv, 0),
-			bytesArg(6, params(a.T, a.Heads, a.KVHeads, a.HeadDim, plen, row, n, a.Scale)))
+			bytesArg(6, params(a.T, a.Heads, a.KVHeads, a.HeadDim, plen, row, a.RowLen(row), a.Scale)))
 	}
 }
 

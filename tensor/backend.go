@@ -98,6 +98,15 @@ type AttnArgs struct {
 	Len []int
 }
 
+// RowLen returns the real positions of row b: Len[b] clamped to [0, T], or
+// T when Len is nil.
+func (a AttnArgs) RowLen(b int) int {
+	if a.Len == nil {
+		return a.T
+	}
+	return max(0, min(a.T, a.Len[b]))
+}
+
 // KV is the attention state of a prefix: K and V of Len positions, each
 // [Len, KVHeads, HeadDim] (token-major, so that resuming appends).
 type KV struct {
