@@ -191,7 +191,7 @@ func (p *batch) attention(i int, l *layer, x tensor.Tensor) (tensor.Tensor, int)
 	be.Copy(gate, 0, hd, qg, hd, 2*hd, N*nh, hd)
 	be.RMSNorm(q, q, l.qNorm, N*nh, hd, c.Eps, p.m.normShift)
 	be.RoPE(q, p.pos, nh, hd, c.RopeDim, float32(c.RopeTheta))
-	k, v := p.keysValues(l, x)
+	k, v := p.keysValues(i, l, x)
 	args := tensor.AttnArgs{B: p.B, T: p.T, Heads: nh, KVHeads: nkv, HeadDim: hd, Scale: float32(1 / math.Sqrt(float64(hd))),
 		Len: p.lens} // the padding's queries may be skipped
 	if p.prefix {
@@ -205,15 +205,13 @@ func (p *batch) attention(i int, l *layer, x tensor.Tensor) (tensor.Tensor, int)
 	}
 	be.Attention(att, q, k, v, args)
 	be.SigmoidMul(att, gate, N*nh*hd)
-	if p.keep != nil {
-		p.m.keepKV(&p.keep.layers[i], p.rows[0], i, k, v, p.T*nkv*hd)
-	}
 	return att, nh * hd
 }
 
-// keysValues projects full-attention layer l's keys (normed, rotated) and
-// values for every token of x.
-func (p *batch) keysValues(l *layer, x tensor.Tensor) (k, v tensor.Tensor) {
+// keysValues projects full-attention layer i's keys (normed, rotated) and
+// values for every token of x, and stores them in the kept state when the
+// pass keeps one.
+func (p *batch) keysValues(i int, l *layer, x tensor.Tensor) (k, v tensor.Tensor) {
 	c, be, N := &p.m.Config, p.be, p.N
 	kw := c.KVHeads * c.HeadDim
 	if p.k == nil {
@@ -224,6 +222,9 @@ func (p *batch) keysValues(l *layer, x tensor.Tensor) (k, v tensor.Tensor) {
 	be.RMSNorm(k, k, l.kNorm, N*c.KVHeads, c.HeadDim, c.Eps, p.m.normShift)
 	be.MatMul(v, x, l.v, N)
 	be.RoPE(k, p.pos, c.KVHeads, c.HeadDim, c.RopeDim, float32(c.RopeTheta))
+	if p.keep != nil {
+		p.m.keepKV(&p.keep.layers[i], p.rows[0], i, k, v, N*kw)
+	}
 	return k, v
 }
 
@@ -239,7 +240,7 @@ func (p *batch) attentionGathered(i int, l *layer, x tensor.Tensor, G int) (tens
 	nh, nkv, hd := c.Heads, c.KVHeads, c.HeadDim
 	kw, qw := nkv*hd, nh*hd
 	theta := float32(c.RopeTheta)
-	k, v := p.keysValues(l, x)
+	k, v := p.keysValues(i, l, x)
 	xg, qg := sc.alloc(G*c.Hidden), sc.alloc(G*2*qw)
 	q, gate, att := sc.alloc(G*qw), sc.alloc(G*qw), sc.alloc(G*qw)
 	p.gather(xg, x, c.Hidden)
@@ -407,8 +408,7 @@ func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, keep 
 			if l.linear {
 				p.deltaState(i, l, x)
 			} else {
-				k, v := p.keysValues(l, x)
-				m.keepKV(&st.layers[i], rows[0], i, k, v, p.T*c.KVHeads*c.HeadDim)
+				p.keysValues(i, l, x)
 			}
 			break
 		}
