@@ -82,8 +82,6 @@ func (b *Backend) deltaHead(ws *deltaScratch, in *deltaInputs, row, j int) {
 	a := in.a
 	nk, nv, dk, dv, c := a.NK, a.NV, a.DK, a.DV, a.Chunk
 	kh := j / (nv / nk)
-	width := 2*nk*dk + nv*dv
-	vOff := 2*nk*dk + j*dv
 	st := data(a.State[row])[j*dk*dv : (j+1)*dk*dv]
 	for t0 := 0; t0 < a.T; t0 += c {
 		cl := min(c, a.T-t0)
@@ -93,15 +91,35 @@ func (b *Backend) deltaHead(ws *deltaScratch, in *deltaInputs, row, j int) {
 			tok := base + i
 			copy(ws.k[i*dk:(i+1)*dk], in.kn[(tok*nk+kh)*dk:])
 			copy(ws.x[(cl+i)*dk:(cl+i+1)*dk], in.qn[(tok*nk+kh)*dk:])
-			copy(ws.v[i*dv:(i+1)*dv], in.qkv[tok*width+vOff:])
-			ws.beta[i] = in.beta[tok*nv+j]
-			ws.g[i] = in.g[tok*nv+j]
 		}
+		in.loadValueHead(ws, base, cl, j)
 		b.deltaChunk(ws, cl, dk, dv, st, false)
-		for i := range cl {
-			tok := base + i
-			copy(in.out[(tok*nv+j)*dv:(tok*nv+j+1)*dv], ws.y[(cl+i)*dv:(cl+i+1)*dv])
-		}
+		in.storeOutputs(ws, base, cl, j)
+	}
+}
+
+// loadValueHead gathers value head j's V, β and g for the cl positions of a
+// chunk from token base on.
+func (in *deltaInputs) loadValueHead(ws *deltaScratch, base, cl, j int) {
+	a := in.a
+	dv := a.DV
+	width := 2*a.NK*a.DK + a.NV*dv
+	vOff := 2*a.NK*a.DK + j*dv
+	for i := range cl {
+		tok := base + i
+		copy(ws.v[i*dv:(i+1)*dv], in.qkv[tok*width+vOff:])
+		ws.beta[i] = in.beta[tok*a.NV+j]
+		ws.g[i] = in.g[tok*a.NV+j]
+	}
+}
+
+// storeOutputs writes value head j's outputs of a chunk (deltaChunk's
+// ws.y[cl·dv:]) to their tokens, from token base on.
+func (in *deltaInputs) storeOutputs(ws *deltaScratch, base, cl, j int) {
+	nv, dv := in.a.NV, in.a.DV
+	for i := range cl {
+		tok := base + i
+		copy(in.out[(tok*nv+j)*dv:(tok*nv+j+1)*dv], ws.y[(cl+i)*dv:(cl+i+1)*dv])
 	}
 }
 
@@ -116,7 +134,6 @@ func (b *Backend) deltaKeyHead(ws *deltaScratch, in *deltaInputs, row, kh int) {
 	a := in.a
 	nk, nv, dk, dv, c := a.NK, a.NV, a.DK, a.DV, a.Chunk
 	r := nv / nk
-	width := 2*nk*dk + nv*dv
 	for t0 := 0; t0 < a.T; t0 += c {
 		cl := min(c, a.T-t0)
 		base := row*a.T + t0
@@ -128,19 +145,10 @@ func (b *Backend) deltaKeyHead(ws *deltaScratch, in *deltaInputs, row, kh int) {
 		copy(ws.k[:cl*dk], ws.x[:cl*dk])
 		b.sgemm(false, true, 2*cl, cl, dk, 1, ws.x, dk, ws.k, dk, 0, ws.gram, cl)
 		for j := kh * r; j < (kh+1)*r; j++ {
-			vOff := 2*nk*dk + j*dv
 			st := data(a.State[row])[j*dk*dv : (j+1)*dk*dv]
-			for i := range cl {
-				tok := base + i
-				copy(ws.v[i*dv:(i+1)*dv], in.qkv[tok*width+vOff:])
-				ws.beta[i] = in.beta[tok*nv+j]
-				ws.g[i] = in.g[tok*nv+j]
-			}
+			in.loadValueHead(ws, base, cl, j)
 			b.deltaChunk(ws, cl, dk, dv, st, true)
-			for i := range cl {
-				tok := base + i
-				copy(in.out[(tok*nv+j)*dv:(tok*nv+j+1)*dv], ws.y[(cl+i)*dv:(cl+i+1)*dv])
-			}
+			in.storeOutputs(ws, base, cl, j)
 		}
 	}
 }
