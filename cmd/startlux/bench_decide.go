@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -16,6 +17,8 @@ import (
 
 	"github.com/startlux/startlux"
 	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/internal/work"
+	"github.com/startlux/startlux/tensor"
 	"github.com/startlux/startlux/tokenizer"
 )
 
@@ -57,19 +60,34 @@ func benchDecide(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("bench decide: %w", err)
 	}
-	var fsys fs.FS
-	var e *decide.Engine
+	fsys := os.DirFS(*modelDir)
 	if *modelDir == "" {
 		fsys = startlux.DemoModel()
-		e, err = decide.OpenFS(fsys, "demo-decision (embedded)", be, decide.Options{})
-	} else {
-		fsys = os.DirFS(*modelDir)
-		e, err = decide.Open(*modelDir, be, decide.Options{})
 	}
+	open := func(be tensor.Backend) (*decide.Engine, error) {
+		if *modelDir == "" {
+			return decide.OpenFS(fsys, "demo-decision (embedded)", be, decide.Options{})
+		}
+		return decide.Open(*modelDir, be, decide.Options{})
+	}
+	e, err := open(be)
 	if err != nil {
 		return fmt.Errorf("bench decide: %w", err)
 	}
 	defer e.Close()
+	// A second engine, on a backend that counts, does every measured job
+	// once more, untimed, to weigh each path's arithmetic.
+	cnt := work.New(be)
+	ce, err := open(cnt)
+	if err != nil {
+		return fmt.Errorf("bench decide: %w", err)
+	}
+	defer ce.Close()
+	count := func(f func() error) (float64, error) {
+		before := cnt.Counts()
+		err := f()
+		return float64(cnt.Counts().Sub(before).Total()) / 1e9, err
+	}
 	data, err := fs.ReadFile(fsys, "tokenizer.json")
 	if err != nil {
 		return fmt.Errorf("bench decide: %w", err)
@@ -111,13 +129,24 @@ func benchDecide(ctx context.Context, env *cmdEnv, args []string) error {
 			warmMS = append(warmMS, ms(t2.Sub(t1)))
 		}
 	}
+	ce.ClearCache()
+	coldW, err := count(func() error { _, err := ce.Decide(ctx, req); return err })
+	if err != nil {
+		return fmt.Errorf("bench decide: %w", err)
+	}
+	warmW, err := count(func() error { _, err := ce.Decide(ctx, req); return err })
+	if err != nil {
+		return fmt.Errorf("bench decide: %w", err)
+	}
 	c, wm := median(coldMS), median(warmMS)
 	ideal := float64(cold.Tokens) / float64(warm.Tokens)
 	fmt.Fprintf(w, "\n8 questions about one evidence of %d tokens (median of %d):\n", n, *iters)
-	fmt.Fprintf(w, "  cold  %8.2f ms/request   tokens %5d   cached_tokens %5d\n", c, cold.Tokens, cold.CachedTokens)
-	fmt.Fprintf(w, "  warm  %8.2f ms/request   tokens %5d   cached_tokens %5d\n", wm, warm.Tokens, warm.CachedTokens)
+	fmt.Fprintf(w, "  cold  %8.2f ms/request   tokens %5d   cached_tokens %5d   work %6.2f GFLOP\n", c, cold.Tokens, cold.CachedTokens, coldW)
+	fmt.Fprintf(w, "  warm  %8.2f ms/request   tokens %5d   cached_tokens %5d   work %6.2f GFLOP\n", wm, warm.Tokens, warm.CachedTokens, warmW)
 	fmt.Fprintf(w, "  warm speedup %.2f×, ideal (cold tokens ÷ warm tokens) %.2f×: %.0f%% of ideal (goal ≥ 80%%)\n",
 		c/wm, ideal, 100*c/wm/ideal)
+	fmt.Fprintf(w, "  by work (cold GFLOP ÷ warm GFLOP) the ideal is %.2f×: the warm speedup is %.0f%% of it\n",
+		coldW/warmW, 100*c/wm/(coldW/warmW))
 	fmt.Fprintf(w, "  cold and warm probabilities differ by at most %.2g\n", maxDiff(cold, warm))
 
 	// 2. Single-question requests, each about its own evidence: one by one
@@ -160,6 +189,22 @@ func benchDecide(ctx context.Context, env *cmdEnv, args []string) error {
 			batchMS = append(batchMS, ms(t2.Sub(t1)))
 		}
 	}
+	ce.ClearCache()
+	oneW, err := count(func() error {
+		for _, r := range reqs {
+			if _, err := ce.Decide(ctx, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("bench decide: %w", err)
+	}
+	batchW, err := count(func() error { _, errs := ce.DecideBatch(ctx, reqs); return errors.Join(errs...) })
+	if err != nil {
+		return fmt.Errorf("bench decide: %w", err)
+	}
 	o, b := median(oneMS), median(batchMS)
 	worst := 0.0
 	for i := range one {
@@ -167,9 +212,20 @@ func benchDecide(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	k := float64(*nBatch)
 	fmt.Fprintf(w, "\n%d single-question requests, %d tokens in all (median of %d):\n", *nBatch, tokens, *iters)
-	fmt.Fprintf(w, "  one by one    %8.2f ms/request   %8.1f ms in all\n", o/k, o)
-	fmt.Fprintf(w, "  decide_batch  %8.2f ms/request   %8.1f ms in all\n", b/k, b)
+	fmt.Fprintf(w, "  one by one    %8.2f ms/request   %8.1f ms in all   work %6.2f GFLOP = %5.1f GFLOP/s\n", o/k, o, oneW, oneW/o*1e3)
+	fmt.Fprintf(w, "  decide_batch  %8.2f ms/request   %8.1f ms in all   work %6.2f GFLOP = %5.1f GFLOP/s\n", b/k, b, batchW, batchW/b*1e3)
 	fmt.Fprintf(w, "  batch throughput %.2f× one by one (goal ≥ 2×); probabilities differ by at most %.2g\n", o/b, worst)
+	if sm, ok := be.(sgemmMeter); ok {
+		// The machine's limit, measured now: twice the one-by-one
+		// throughput needs the batch's work done at 2·oneW/o.
+		sg, err := sm.MeasureSgemm(ctx, 512, 1024, 3584, time.Second)
+		if err != nil {
+			return fmt.Errorf("bench decide: sgemm: %w", err)
+		}
+		need := 2 * batchW / o * 1e3
+		fmt.Fprintf(w, "  sgemm 512×1024×3584 on this backend now %.1f GFLOP/s; the batch runs at %.0f%% of it, and 2× one by one needs %.1f GFLOP/s = %.0f%% of it\n",
+			sg, 100*batchW/b*1e3/sg, need, 100*need/sg)
+	}
 	if d := maxDiff(cold, warm); d > 1e-5 || worst > 1e-5 {
 		return fmt.Errorf("bench decide: results depend on the prefix plan or batching (cold/warm %.2g, batch/one %.2g; want ≤ 1e-5)", d, worst)
 	}

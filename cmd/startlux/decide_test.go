@@ -92,7 +92,7 @@ func TestBenchDecideSmoke(t *testing.T) {
 			if err := benchDecide(context.Background(), env, args); err != nil {
 				t.Fatalf("%v\n%s", err, out.String())
 			}
-			for _, want := range append([]string{"cold", "warm", "ideal", "one by one", "decide_batch"}, tc.want...) {
+			for _, want := range append([]string{"cold", "warm", "ideal", "by work", "GFLOP/s", "one by one", "decide_batch"}, tc.want...) {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("report lacks %q:\n%s", want, out.String())
 				}
