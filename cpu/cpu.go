@@ -11,10 +11,13 @@
 // copy of a whole matrix ever exists and the conversion overlaps the other
 // workers' sgemm. OpenBLAS is set to one thread for this.
 //
-// The gated delta rule runs in the chunked form of qwen35.md §5.5 with five
-// sgemm calls per chunk and head; attention goes through sgemm per block of
-// queries; the elementwise operations use AVX2 loops on amd64 that give the
-// same bits as their scalar Go versions.
+// The gated delta rule runs in its recurrent form on amd64 with AVX2 (a
+// vector loop makes one pass over a head's state per position: for these
+// models' heads less arithmetic than the chunked form, and no sgemm calls),
+// and elsewhere in the chunked form of qwen35.md §5.5 with five sgemm calls
+// per chunk and head; attention goes through sgemm per block of queries;
+// the elementwise operations use AVX2 loops on amd64 that give the same
+// bits as their scalar Go versions.
 //
 // Every operation runs synchronously on the calling goroutine, which fans
 // its work out to the backend's helper goroutines (see pool.go: they spin
@@ -60,6 +63,10 @@ type Backend struct {
 	// foldPrefix is the longest attention prefix that joins its row's
 	// blocks (the constant foldPrefix; tests change it).
 	foldPrefix int
+
+	// chunkedDelta makes GatedDelta run the chunked form even where the
+	// recurrent one could run (tests set it to compare the two).
+	chunkedDelta bool
 
 	// scratch holds per-worker buffers, reused across calls; a forward pass
 	// uses the backend from one goroutine at a time (tensor.Backend's rule),

@@ -6,13 +6,16 @@ import (
 	"github.com/startlux/startlux/tensor"
 )
 
-// GatedDelta runs the gated delta rule of a Gated DeltaNet layer in the
-// chunked form of qwen35.md §5.5: per row and value head, chunks of
-// a.Chunk positions from the row's first position, each with the unit
-// lower-triangular system I+A solved by forward substitution and the
-// chunk-sized products done with sgemm. Small heads (dk+dv ≤
-// smallDeltaWidth) run one task per row and key head, whose value heads
-// share the chunk's [K; Q] Kᵀ.
+// GatedDelta runs the gated delta rule of a Gated DeltaNet layer. Where a
+// vector loop serves the heads (amd64 with AVX2, dv a multiple of 16;
+// recurrentKernel) it runs the recurrent form, one task per row and value
+// head, one pass over the state per position (recurrent.go); a.Chunk is
+// then unused. Otherwise it runs the chunked form of qwen35.md §5.5: per
+// row and value head, chunks of a.Chunk positions from the row's first
+// position, each with the unit lower-triangular system I+A solved by
+// forward substitution and the chunk-sized products done with sgemm. Small
+// heads (dk+dv ≤ smallDeltaWidth) run one task per row and key head, whose
+// value heads share the chunk's [K; Q] Kᵀ.
 func (b *Backend) GatedDelta(out, qkv, alpha, beta tensor.Tensor, aLog, dtBias *tensor.Weight, a tensor.DeltaArgs) {
 	nk, nv, dk, dv := a.NK, a.NV, a.DK, a.DV
 	n := a.B * a.T
@@ -48,6 +51,16 @@ func (b *Backend) GatedDelta(out, qkv, alpha, beta tensor.Tensor, aLog, dtBias *
 	})
 
 	in := deltaInputs{qn: qn, kn: kn, beta: bt, g: gt, qkv: qkvd, out: od, a: a}
+	if !b.chunkedDelta && recurrentKernel(dv) {
+		b.parallel(a.B*nv, func(task int) {
+			row, j := task/nv, task%nv
+			s := b.getScratch(2 * dv)
+			defer b.putScratch(s)
+			st := data(a.State[row])[j*dk*dv : (j+1)*dk*dv]
+			flushSubnormals(func() { deltaRecurrent(&in, st, row, j, a.T, s.d[:dv], s.d[dv:]) })
+		})
+		return
+	}
 	if dk+dv <= smallDeltaWidth {
 		// Small heads: one task per key head, so that the value heads
 		// sharing it share the chunk's [K; Q] Kᵀ.

@@ -100,6 +100,27 @@ func (c *deltaCase) reference(st [][]float64, t0, t1 int, out []float64) {
 	}
 }
 
+// deltaForms returns the test backends twice where a vector loop can run
+// the recurrent form: once as they are, and once forced to the chunked form
+// (chunkedDelta), so that each case with heads the recurrent form takes (dv
+// a multiple of 16) runs through both forms.
+func deltaForms(t *testing.T) []testBackend {
+	t.Helper()
+	var out []testBackend
+	for _, tb := range backends(t) {
+		out = append(out, tb)
+		if recurrentKernel(16) {
+			nb, err := New(Options{Threads: tb.b.threads, NoBLAS: tb.b.blas == nil})
+			if err != nil {
+				t.Fatal(err)
+			}
+			nb.chunkedDelta = true
+			out = append(out, testBackend{tb.name + "/chunked", nb})
+		}
+	}
+	return out
+}
+
 // run runs the backend over positions [t0, t1) of every row, with the
 // backend's state tensors sts.
 func (c *deltaCase) run(b *Backend, sts []tensor.Tensor, t0, t1, chunk int) []float32 {
@@ -122,7 +143,7 @@ func (c *deltaCase) run(b *Backend, sts []tensor.Tensor, t0, t1, chunk int) []fl
 
 func TestGatedDelta(t *testing.T) {
 	rng := newRNG(t)
-	for _, tb := range backends(t) {
+	for _, tb := range deltaForms(t) {
 		for _, sh := range []struct {
 			b, t, nk, nv, dk, dv int
 			zero                 bool
@@ -133,6 +154,8 @@ func TestGatedDelta(t *testing.T) {
 			{1, 64, 1, 1, 32, 32, false},
 			{2, 65, 2, 2, 16, 24, true},
 			{1, 130, 2, 6, 32, 16, false},
+			{2, 121, 2, 4, 32, 32, false},
+			{1, 3, 2, 2, 8, 48, true},
 			{1, 200, 1, 1, 128, 128, false},
 		} {
 			t.Run(fmt.Sprintf("%s/B%d,T%d,nk%d,nv%d,dk%d,dv%d,zero=%v", tb.name, sh.b, sh.t, sh.nk, sh.nv, sh.dk, sh.dv, sh.zero), func(t *testing.T) {
@@ -163,7 +186,7 @@ func TestGatedDelta(t *testing.T) {
 // the carried state equals one pass, for splits inside and at chunk edges.
 func TestGatedDeltaResume(t *testing.T) {
 	rng := newRNG(t)
-	for _, tb := range backends(t) {
+	for _, tb := range deltaForms(t) {
 		for _, split := range []int{1, 30, 64, 100} {
 			t.Run(fmt.Sprintf("%s/split%d", tb.name, split), func(t *testing.T) {
 				c := newDeltaCase(rng, 2, 130, 2, 4, 32, 16, false)
@@ -244,6 +267,71 @@ func TestTriSolve(t *testing.T) {
 					triSolve64AVX2(&got[c0], sh.w, &a[0], sh.lda, sh.n)
 				}
 				check("triSolve64AVX2", got, 0)
+			}
+		})
+	}
+}
+
+// TestDeltaStep runs a few positions of the recurrent form's state pass,
+// deltaStep, with each vector loop this CPU has and with the portable
+// loops, from the same inputs: they do the same operations in the same
+// order, so the state, outputs and reads must agree bit for bit. The
+// positions include the first pass (no k: decay and read only) and the
+// last (no kn).
+func TestDeltaStep(t *testing.T) {
+	if !kernelOK {
+		t.Skip("no vector loops on this CPU")
+	}
+	z16OK := haveAVX512
+	defer func(k, z bool) { haveKernel, haveAVX512 = k, z }(haveKernel, haveAVX512)
+	rng := newRNG(t)
+	for _, sh := range []struct{ dk, dv int }{{1, 16}, {5, 32}, {32, 32}, {7, 48}, {128, 128}, {3, 64}} {
+		t.Run(fmt.Sprintf("dk%d,dv%d", sh.dk, sh.dv), func(t *testing.T) {
+			dk, dv := sh.dk, sh.dv
+			st0 := randVec(rng, dk*dv, 0.5)
+			const steps = 4
+			ks, qs, vs := randVec(rng, steps*dk, 0.3), randVec(rng, steps*dk, 0.3), randVec(rng, steps*dv, 1)
+			betas, decays := randVec(rng, steps, 1), make([]float32, steps)
+			for i := range decays {
+				decays[i] = float32(0.5 + 0.5*rng.Float64())
+			}
+			// run returns the state, then every output and read, after
+			// all positions.
+			run := func() []float32 {
+				st := append([]float32(nil), st0...)
+				kv, delta := make([]float32, dv), make([]float32, dv)
+				var got []float32
+				deltaStep(st, dk, dv, nil, nil, nil, 0, nil, ks[:dk], decays[0], kv, delta)
+				got = append(got, kv...)
+				for p := range steps {
+					var kn []float32
+					dn := float32(1)
+					if p+1 < steps {
+						kn, dn = ks[(p+1)*dk:(p+2)*dk], decays[p+1]
+					}
+					o := make([]float32, dv)
+					deltaStep(st, dk, dv, ks[p*dk:(p+1)*dk], qs[p*dk:(p+1)*dk], vs[p*dv:(p+1)*dv], betas[p], o, kn, dn, kv, delta)
+					got = append(append(got, o...), kv...)
+				}
+				return append(st, got...)
+			}
+			haveKernel, haveAVX512 = false, false
+			want := run()
+			forms := []struct {
+				name        string
+				kernel, z16 bool
+			}{{"AVX2", true, false}, {"AVX-512", true, true}}
+			for _, f := range forms {
+				if f.z16 && (!z16OK || dv%32 != 0) {
+					continue
+				}
+				haveKernel, haveAVX512 = f.kernel, f.z16
+				got := run()
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+						t.Fatalf("%s: element %d is %v, portable loops give %v", f.name, i, got[i], want[i])
+					}
+				}
 			}
 		})
 	}

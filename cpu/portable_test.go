@@ -22,6 +22,9 @@ func TestPortableLoops(t *testing.T) {
 	nw := tensor.FromFloat32("n", tensor.F32, []int{h}, randVec(rng, h, 0.3))
 	cw := tensor.FromFloat32("c", tensor.BF16, []int{h, 1, 4}, randVec(rng, 4*h, 0.3))
 	dc := newDeltaCase(rng, 1, 70, 1, 2, 16, 8, false)
+	// Heads of 32 values run the recurrent form with the vector loops and
+	// the chunked form without them.
+	dr := newDeltaCase(rng, 2, 70, 2, 4, 32, 32, false)
 	ops := map[string]func() []float32{
 		"MatMul": func() []float32 {
 			out := b.Alloc(n * 50)
@@ -55,6 +58,9 @@ func TestPortableLoops(t *testing.T) {
 		},
 		"GatedDelta": func() []float32 {
 			return dc.run(b, []tensor.Tensor{upload(b, dc.state[0])}, 0, dc.t, 64)
+		},
+		"GatedDelta, heads of 32": func() []float32 {
+			return dr.run(b, []tensor.Tensor{upload(b, dr.state[0]), upload(b, dr.state[1])}, 0, dr.t, 64)
 		},
 	}
 	defer func() { haveKernel = kernelOK }()

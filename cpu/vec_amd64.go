@@ -52,3 +52,9 @@ func mulAVX2(dst, a, b *float32, n int)
 
 //go:noescape
 func scaleMulAVX2(dst, x, w *float32, n int, s float32)
+
+//go:noescape
+func deltaStepAVX2(st *float32, dk, dv int, k, q, v *float32, beta float32, o, kn *float32, dn float32, kv *float32)
+
+//go:noescape
+func deltaStepAVX512(st *float32, dk, dv int, k, q, v *float32, beta float32, o, kn *float32, dn float32, kv *float32)

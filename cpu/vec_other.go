@@ -37,3 +37,11 @@ func mulAVX2(dst, a, b *float32, n int) { panic("cpu: no vector loops on this ar
 func scaleMulAVX2(dst, x, w *float32, n int, s float32) {
 	panic("cpu: no vector loops on this architecture")
 }
+
+func deltaStepAVX2(st *float32, dk, dv int, k, q, v *float32, beta float32, o, kn *float32, dn float32, kv *float32) {
+	panic("cpu: no vector loops on this architecture")
+}
+
+func deltaStepAVX512(st *float32, dk, dv int, k, q, v *float32, beta float32, o, kn *float32, dn float32, kv *float32) {
+	panic("cpu: no vector loops on this architecture")
+}

@@ -289,7 +289,10 @@ func TestGatedDelta(t *testing.T) {
 			}
 			p.m.GatedDelta(out.m, qkv.m, alpha.m, beta.m, aLog, dtb, am)
 			p.c.GatedDelta(out.c, qkv.c, alpha.c, beta.c, aLog, dtb, ac)
-			p.check("delta out", out, s.dv, 2e-5)
+			// The CPU backend runs the recurrent form where it can, and
+			// strong decays make some outputs cancel to ~1e-5 (see the CPU
+			// package's TestGatedDelta): errors count against at least 1e-2.
+			p.checkMin("delta out", out, s.dv, 2e-5, 1e-2)
 			for row, st := range states {
 				p.check(fmt.Sprintf("delta state %d", row), st, s.dk*s.dv, 2e-5)
 			}
