@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/vmihailenco/msgpack/v5"
@@ -15,8 +16,11 @@ import (
 
 // FromJSON converts one JSON value to msgpack, keeping the order of object
 // keys (and any duplicate keys, so the receiver can reject them) exactly as
-// written. Integers that fit 64 bits become msgpack integers, other numbers
-// float64. Nesting deeper than 128 levels is refused.
+// written. Integers (numbers without '.', 'e' or 'E') become msgpack
+// integers, and other numbers float64. An integer beyond 64 bits is refused:
+// msgpack has no larger integers, and as a float64 it would render with other
+// digits than the same request decided in-process. Nesting deeper than 128
+// levels is refused.
 func FromJSON(data []byte) (msgpack.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -55,6 +59,9 @@ func jsonValue(dec *json.Decoder, b []byte, depth int) ([]byte, error) {
 		}
 		if u, err := strconv.ParseUint(string(t), 10, 64); err == nil {
 			return appendUint(b, u), nil
+		}
+		if !strings.ContainsAny(string(t), ".eE") {
+			return nil, fmt.Errorf("integer %s: beyond the 64 bits msgpack can carry (send it as a string)", t)
 		}
 		f, err := strconv.ParseFloat(string(t), 64)
 		if err != nil {

@@ -108,10 +108,23 @@ func TestFromJSONErrors(t *testing.T) {
 		"truncated":  `{"a":`,
 		"too deep":   strings.Repeat("[", 200) + strings.Repeat("]", 200),
 		"bad syntax": `{a:1}`,
+		// An integer beyond 64 bits would have to become a float, whose
+		// digits render differently (decide's format keeps every digit).
+		"integer beyond 64 bits":          `{"evidence":{"id":18446744073709551616}}`,
+		"negative integer beyond 64 bits": `[-9223372036854775809]`,
 	}
 	for name, doc := range cases {
 		if _, err := FromJSON([]byte(doc)); err == nil {
 			t.Errorf("%s: FromJSON(%.40s) succeeded, want an error", name, doc)
+		}
+	}
+	if _, err := FromJSON([]byte(`[123456789012345678901234567890]`)); err == nil || !strings.Contains(err.Error(), "integer 123456789012345678901234567890") {
+		t.Errorf("a 30-digit integer: err %v, want one naming the integer", err)
+	}
+	// Large numbers written as floats stay floats.
+	for _, doc := range []string{`[1e30]`, `[12345678901234567890123.0]`, `[-1E+25]`} {
+		if _, err := FromJSON([]byte(doc)); err != nil {
+			t.Errorf("FromJSON(%s): %v", doc, err)
 		}
 	}
 }

@@ -18,7 +18,7 @@ import (
 func decideViaDaemon(ctx context.Context, env *cmdEnv, socket string, body []byte) error {
 	params, err := ipc.FromJSON(body)
 	if err != nil {
-		return fmt.Errorf("decide: the request is not JSON: %w", err)
+		return fmt.Errorf("decide: the request cannot go to the daemon: %w", err)
 	}
 	c, err := dialDaemon(ctx, socket)
 	if err != nil {

@@ -128,6 +128,16 @@ func TestServeAndClients(t *testing.T) {
 		t.Errorf("through the daemon:\n%s\nin-process:\n%s", out, local)
 	}
 
+	// An integer beyond 64 bits cannot go through msgpack: refused before
+	// anything is sent, naming it (in-process it renders with every digit).
+	big := []byte(`{"evidence": {"id": 123456789012345678901234567890}, "questions": {"q": {"type": "noul", "instructions": "Is there an id?"}}}`)
+	if out, err := runCmd(t, big, "decide", "--socket", sock); err == nil || !strings.Contains(err.Error(), "integer 123456789012345678901234567890") {
+		t.Errorf("a 30-digit integer through the daemon: %q, err %v; want an error naming it", out, err)
+	}
+	if _, err := runCmd(t, big, "decide", "--local"); err != nil {
+		t.Errorf("the same in-process: %v", err)
+	}
+
 	batch := append(append(append([]byte("["), cases[1].Request...), []byte(`,{"evidence":1},`)...), cases[2].Request...)
 	batch = append(batch, ']')
 	out, err = runCmd(t, batch, "decide", "--socket", sock)
