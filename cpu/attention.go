@@ -25,9 +25,10 @@ const attnBlock = 64
 // then run per (row, head, block of queries), a block only scoring the keys
 // up to its last position, and are merged with the prefix part by rescaling
 // both to the larger maximum. A short prefix (a preamble) instead joins its
-// row's blocks: each block scores the prefix keys and its own keys into one
-// score row and takes one softmax, which costs less than gathering its
-// queries and merging. The scores and the weighted sums go through sgemm.
+// row's blocks: each block, with the queries of all query heads of one kv
+// head stacked, scores the prefix keys and its own keys into one score row
+// and takes one softmax, which costs less than gathering its queries and
+// merging. The scores and the weighted sums go through sgemm.
 // Queries at padding positions (a.Len) are skipped and get zeros.
 func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 	hd := a.HeadDim
@@ -62,7 +63,10 @@ func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 			return
 		}
 		if p > 0 && p <= b.foldPrefix {
-			b.attendFolded(od, qd, kd, vd, a, row, h, i0, i1)
+			// The task of a kv head's first query head runs them all.
+			if h%(a.Heads/a.KVHeads) == 0 {
+				b.attendFolded(od, qd, kd, vd, a, row, kvh, i0, i1)
+			}
 			return
 		}
 		nq := i1 - i0
@@ -111,30 +115,38 @@ const prefixChunk = 128
 // queries instead of running first for all rows that share it.
 const foldPrefix = 256
 
-// attendFolded computes the attention of queries [i0, i1) of row and
-// head h, whose prefix is short: each query's scores against the prefix
-// keys and its own keys up to its position form one row of the score
-// matrix, [prefix | own], with one softmax and two products with the values.
-func (b *Backend) attendFolded(od, qd, kd, vd []float32, a tensor.AttnArgs, row, h, i0, i1 int) {
-	hd := a.HeadDim
+// attendFolded computes the attention of queries [i0, i1) of row for the
+// query heads of kv head kvh, whose prefix is short. The queries of those
+// heads, which sit side by side in q, form one matrix, position by
+// position; each of its rows scores the prefix keys and the row's own keys
+// up to its position into one row of the score matrix, [prefix | own], with
+// one softmax and two products with the values.
+func (b *Backend) attendFolded(od, qd, kd, vd []float32, a tensor.AttnArgs, row, kvh, i0, i1 int) {
+	hd, g := a.HeadDim, a.Heads/a.KVHeads
 	qs, ks := a.Heads*hd, a.KVHeads*hd
-	kvh := h / (a.Heads / a.KVHeads)
 	kv := a.Prefix[row]
 	p, nq := kv.Len, i1-i0
+	m, w := nq*g, g*hd // stacked queries; floats of one position's group
 	nk := p + i1
-	s := b.getScratch(nq * nk)
+	s := b.getScratch(m*nk + 2*m*hd)
 	defer b.putScratch(s)
-	sc := s.d[:nq*nk]
-	q0 := (row*a.T+i0)*qs + h*hd
+	sc, qc, oc := s.d[:m*nk], s.d[m*nk:m*nk+m*hd], s.d[m*nk+m*hd:]
+	q0 := (row*a.T+i0)*qs + kvh*w
+	for i := range nq {
+		copy(qc[i*w:(i+1)*w], qd[q0+i*qs:])
+	}
 	k0 := row*a.T*ks + kvh*hd
 	pk, pv := data(kv.K)[kvh*hd:], data(kv.V)[kvh*hd:]
-	b.sgemm(false, true, nq, p, hd, a.Scale, qd[q0:], qs, pk, ks, 0, sc, nk)
-	b.sgemm(false, true, nq, i1, hd, a.Scale, qd[q0:], qs, kd[k0:], ks, 0, sc[p:], nk)
-	for i := range nq {
-		softmaxPrefix(sc[i*nk:(i+1)*nk], p+i0+i+1)
+	b.sgemm(false, true, m, p, hd, a.Scale, qc, hd, pk, ks, 0, sc, nk)
+	b.sgemm(false, true, m, i1, hd, a.Scale, qc, hd, kd[k0:], ks, 0, sc[p:], nk)
+	for j := range m {
+		softmaxPrefix(sc[j*nk:(j+1)*nk], p+i0+j/g+1)
 	}
-	b.sgemm(false, false, nq, hd, p, 1, sc, nk, pv, ks, 0, od[q0:], qs)
-	b.sgemm(false, false, nq, hd, i1, 1, sc[p:], nk, vd[k0:], ks, 1, od[q0:], qs)
+	b.sgemm(false, false, m, hd, p, 1, sc, nk, pv, ks, 0, oc, hd)
+	b.sgemm(false, false, m, hd, i1, 1, sc[p:], nk, vd[k0:], ks, 1, oc, hd)
+	for i := range nq {
+		copy(od[q0+i*qs:][:w], oc[i*w:(i+1)*w])
+	}
 }
 
 // hasLongPrefix reports whether some row of a has more than b.foldPrefix
