@@ -51,11 +51,17 @@ func (b *Backend) MatMul(out, x tensor.Tensor, w *tensor.Weight, rows int) {
 		b.matMulSmall(od, xd, w, direct, rows, o, in)
 		return
 	}
-	nt, tiles := rowTiles(o, b.threads, b.tileRows)
+	// A product too small to be worth waking the helpers runs on the
+	// calling goroutine.
+	workers := b.threads
+	if o*in <= inlineWeight && 2*rows*o*in < inlineFLOPs {
+		workers = 1
+	}
+	nt, tiles := rowTiles(o, workers, b.tileRows)
 	// Too few tiles to keep the workers busy: also split the rows of x.
 	mParts := 1
-	if tiles < b.threads && rows >= 2*b.threads {
-		mParts = (b.threads + tiles - 1) / tiles
+	if tiles < workers && rows >= 2*workers {
+		mParts = (workers + tiles - 1) / tiles
 	}
 	mStep := (rows + mParts - 1) / mParts
 	kc := in
@@ -92,6 +98,16 @@ func (b *Backend) MatMul(out, x tensor.Tensor, w *tensor.Weight, rows int) {
 		b.putScratch(s)
 	})
 }
+
+// MatMul runs on the calling goroutine alone for a weight of at most
+// inlineWeight elements (widening it takes a few µs) in a product of fewer
+// than inlineFLOPs operations (2·rows·out·in; about 10 µs of sgemm): handing
+// such work to the helpers and waiting for them costs more than it saves.
+// The demo model's 4-wide DeltaNet gate projections are this small.
+const (
+	inlineWeight = 1 << 14
+	inlineFLOPs  = 1 << 20
+)
 
 // f32View returns the elements of an F32 weight in place, or nil when w is
 // not F32 or its bytes are not 4-aligned.
