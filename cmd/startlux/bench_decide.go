@@ -60,9 +60,9 @@ func benchDecide(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("bench decide: %w", err)
 	}
-	fsys := os.DirFS(*modelDir)
-	if *modelDir == "" {
-		fsys = startlux.DemoModel()
+	fsys := startlux.DemoModel()
+	if *modelDir != "" {
+		fsys = os.DirFS(*modelDir)
 	}
 	open := func(be tensor.Backend) (*decide.Engine, error) {
 		if *modelDir == "" {
@@ -217,7 +217,7 @@ func benchDecide(ctx context.Context, env *cmdEnv, args []string) error {
 	fmt.Fprintf(w, "  batch throughput %.2f× one by one (goal ≥ 2×); probabilities differ by at most %.2g\n", o/b, worst)
 	if sm, ok := be.(sgemmMeter); ok {
 		// The machine's limit, measured now: twice the one-by-one
-		// throughput needs the batch's work done at 2·oneW/o.
+		// throughput means the batch's work done in half of o.
 		sg, err := sm.MeasureSgemm(ctx, 512, 1024, 3584, time.Second)
 		if err != nil {
 			return fmt.Errorf("bench decide: sgemm: %w", err)
