@@ -54,10 +54,10 @@ func (b *Backend) GatedDelta(out, qkv, alpha, beta tensor.Tensor, aLog, dtBias *
 	if !b.chunkedDelta && recurrentKernel(dv) {
 		b.parallel(a.B*nv, func(task int) {
 			row, j := task/nv, task%nv
-			s := b.getScratch(2 * dv)
+			s := b.getScratch(dv)
 			defer b.putScratch(s)
 			st := data(a.State[row])[j*dk*dv : (j+1)*dk*dv]
-			flushSubnormals(func() { deltaRecurrent(&in, st, row, j, a.T, s.d[:dv], s.d[dv:]) })
+			flushSubnormals(func() { deltaRecurrent(&in, st, row, j, a.T, s.d) })
 		})
 		return
 	}

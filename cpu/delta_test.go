@@ -273,18 +273,19 @@ func TestTriSolve(t *testing.T) {
 }
 
 // TestDeltaStep runs a few positions of the recurrent form's state pass,
-// deltaStep, with each vector loop this CPU has and with the portable
-// loops, from the same inputs: they do the same operations in the same
-// order, so the state, outputs and reads must agree bit for bit. The
-// positions include the first pass (no k: decay and read only) and the
-// last (no kn).
+// deltaStep, with each vector loop this CPU has and with deltaStepRef, the
+// same steps in plain Go, from the same inputs: they do the same operations
+// in the same order, so the state, outputs and reads must agree bit for
+// bit. The positions include the first pass (no k: decay and read only) and
+// the last (no kn).
 func TestDeltaStep(t *testing.T) {
 	if !kernelOK {
 		t.Skip("no vector loops on this CPU")
 	}
 	z16OK := haveAVX512
-	defer func(k, z bool) { haveKernel, haveAVX512 = k, z }(haveKernel, haveAVX512)
+	defer func(z bool) { haveAVX512 = z }(haveAVX512)
 	rng := newRNG(t)
+	type stepFunc func(st []float32, dk, dv int, k, q, v []float32, beta float32, o, kn []float32, dn float32, kv []float32)
 	for _, sh := range []struct{ dk, dv int }{{1, 16}, {5, 32}, {32, 32}, {7, 48}, {128, 128}, {3, 64}} {
 		t.Run(fmt.Sprintf("dk%d,dv%d", sh.dk, sh.dv), func(t *testing.T) {
 			dk, dv := sh.dk, sh.dv
@@ -297,11 +298,11 @@ func TestDeltaStep(t *testing.T) {
 			}
 			// run returns the state, then every output and read, after
 			// all positions.
-			run := func() []float32 {
+			run := func(step stepFunc) []float32 {
 				st := append([]float32(nil), st0...)
-				kv, delta := make([]float32, dv), make([]float32, dv)
+				kv := make([]float32, dv)
 				var got []float32
-				deltaStep(st, dk, dv, nil, nil, nil, 0, nil, ks[:dk], decays[0], kv, delta)
+				step(st, dk, dv, nil, nil, nil, 0, nil, ks[:dk], decays[0], kv)
 				got = append(got, kv...)
 				for p := range steps {
 					var kn []float32
@@ -310,29 +311,60 @@ func TestDeltaStep(t *testing.T) {
 						kn, dn = ks[(p+1)*dk:(p+2)*dk], decays[p+1]
 					}
 					o := make([]float32, dv)
-					deltaStep(st, dk, dv, ks[p*dk:(p+1)*dk], qs[p*dk:(p+1)*dk], vs[p*dv:(p+1)*dv], betas[p], o, kn, dn, kv, delta)
+					step(st, dk, dv, ks[p*dk:(p+1)*dk], qs[p*dk:(p+1)*dk], vs[p*dv:(p+1)*dv], betas[p], o, kn, dn, kv)
 					got = append(append(got, o...), kv...)
 				}
 				return append(st, got...)
 			}
-			haveKernel, haveAVX512 = false, false
-			want := run()
-			forms := []struct {
-				name        string
-				kernel, z16 bool
-			}{{"AVX2", true, false}, {"AVX-512", true, true}}
-			for _, f := range forms {
+			want := run(deltaStepRef)
+			for _, f := range []struct {
+				name string
+				z16  bool
+			}{{"AVX2", false}, {"AVX-512", true}} {
 				if f.z16 && (!z16OK || dv%32 != 0) {
 					continue
 				}
-				haveKernel, haveAVX512 = f.kernel, f.z16
-				got := run()
+				haveAVX512 = f.z16
+				got := run(deltaStep)
 				for i := range want {
 					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-						t.Fatalf("%s: element %d is %v, portable loops give %v", f.name, i, got[i], want[i])
+						t.Fatalf("%s: element %d is %v, plain Go loops give %v", f.name, i, got[i], want[i])
 					}
 				}
 			}
 		})
+	}
+}
+
+// deltaStepRef is deltaStep in plain Go: every product is rounded before the
+// sum it joins (no fused multiply-add), in the vector loops' order.
+func deltaStepRef(st []float32, dk, dv int, k, q, v []float32, beta float32, o, kn []float32, dn float32, kv []float32) {
+	delta := make([]float32, dv)
+	if k != nil {
+		for e := range delta {
+			delta[e] = (v[e] - kv[e]) * beta
+		}
+		clear(o)
+	}
+	clear(kv)
+	for i := range dk {
+		s := st[i*dv : (i+1)*dv]
+		if k != nil {
+			ki, qi := k[i], q[i]
+			for e := range s {
+				x := s[e] + float32(ki*delta[e])
+				o[e] += float32(qi * x)
+				s[e] = x
+			}
+		}
+		for e := range s {
+			s[e] *= dn
+		}
+		if kn != nil {
+			kni := kn[i]
+			for e := range s {
+				kv[e] += float32(kni * s[e])
+			}
+		}
 	}
 }

@@ -887,7 +887,8 @@ smdone:
 // unless k is nil, δ = β·(v − kv) and, for each state row i, x = s + k[i]·δ
 // and o += q[i]·x (o written, not read); then s = x·dn and, unless kn is
 // nil, kv += kn[i]·s (kv written from zero). Products are rounded before
-// their sums, in deltaStep's order, so the bits agree.
+// their sums, in the order of the tests' plain Go deltaStepRef, so the bits
+// agree.
 TEXT ·deltaStepAVX2(SB), NOSPLIT, $0-88
 	MOVQ st+0(FP), DI
 	MOVQ dk+8(FP), R8
