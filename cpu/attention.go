@@ -32,7 +32,7 @@ const attnBlock = 64
 // Queries at padding positions (a.Len) are skipped and get zeros.
 func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 	hd := a.HeadDim
-	qs, ks := a.Heads*hd, a.KVHeads*hd // token strides
+	qs := a.Heads * hd // token stride of q and out
 	qd, kd, vd, od := data(q), data(k), data(v), data(out)
 	var pm, pl []float32 // per (token, head): prefix score maximum and exponential sum
 	var ps *scratchBuf
@@ -42,12 +42,12 @@ func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 		pm, pl = ps.d[:a.B*a.T*a.Heads], ps.d[a.B*a.T*a.Heads:]
 		b.attendPrefix(od, qd, pm, pl, a)
 	}
+	g := a.Heads / a.KVHeads
 	blocks := (a.T + attnBlock - 1) / attnBlock
-	b.parallel(a.B*a.Heads*blocks, func(task int) {
+	b.parallel(a.B*a.KVHeads*blocks, func(task int) {
 		// Last blocks (the most keys) first, for balance.
 		blk := blocks - 1 - task%blocks
-		row, h := task/blocks/a.Heads, task/blocks%a.Heads
-		kvh := h / (a.Heads / a.KVHeads)
+		row, kvh := task/blocks/a.KVHeads, task/blocks%a.KVHeads
 		var p int // prefix positions
 		if a.Prefix != nil {
 			p = a.Prefix[row].Len
@@ -56,55 +56,78 @@ func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 		end := min(a.T, i0+attnBlock)
 		i1 := min(end, a.RowLen(row))
 		// Queries at padding positions get zeros.
+		q0 := (row*a.T+i0)*qs + kvh*g*hd
 		for i := max(i0, i1); i < end; i++ {
-			clear(od[(row*a.T+i)*qs+h*hd:][:hd])
+			clear(od[q0+(i-i0)*qs:][:g*hd])
 		}
 		if i1 <= i0 {
 			return
 		}
 		if p > 0 && p <= b.foldPrefix {
-			// The task of a kv head's first query head runs them all.
-			if h%(a.Heads/a.KVHeads) == 0 {
-				b.attendFolded(od, qd, kd, vd, a, row, kvh, i0, i1)
-			}
+			b.attendFolded(od, qd, kd, vd, a, row, kvh, i0, i1)
 			return
 		}
-		nq := i1 - i0
-		nk := i1 // keys of the block's last query
-		s := b.getScratch(nq*nk + nq)
-		sc, den := s.d[:nq*nk], s.d[nq*nk:]
-		q0 := (row*a.T+i0)*qs + h*hd
-		k0 := row*a.T*ks + kvh*hd
-		b.sgemm(false, true, nq, i1, hd, a.Scale, qd[q0:], qs, kd[k0:], ks, 0, sc, nk)
-		if p == 0 {
-			for i := range nq {
-				softmaxPrefix(sc[i*nk:(i+1)*nk], i0+i+1)
-			}
-			b.sgemm(false, false, nq, hd, i1, 1, sc, nk, vd[k0:], ks, 0, od[q0:], qs)
-			b.putScratch(s)
-			return
-		}
-		// out holds the prefix's Σ e^(s−m1)·v; rescale it and the sums to
-		// m = max(m1, m2), add the own keys' part, then normalise.
-		for i := range nq {
-			n := i0 + i + 1
-			x := sc[i*nk : i*nk+n]
-			qi := (row*a.T+i0+i)*a.Heads + h
-			m := max(pm[qi], rowMax(x))
-			l2 := expSubSum(x, m)
-			c1 := expFlush(pm[qi] - m)
-			clear(sc[i*nk+n : (i+1)*nk])
-			o := od[q0+i*qs : q0+i*qs+hd]
-			scaleVec(o, o, c1)
-			den[i] = pl[qi]*c1 + l2
-		}
-		b.sgemm(false, false, nq, hd, i1, 1, sc, nk, vd[k0:], ks, 1, od[q0:], qs)
-		for i := range nq {
-			o := od[q0+i*qs : q0+i*qs+hd]
-			scaleVec(o, o, 1/den[i])
-		}
-		b.putScratch(s)
+		b.attendOwn(od, qd, kd, vd, pm, pl, a, row, kvh, i0, i1)
 	})
+}
+
+// attendOwn computes the attention of queries [i0, i1) of row for the query
+// heads of kv head kvh against the row's own keys up to each query's
+// position, the queries stacked as in attendFolded. A row with a long
+// prefix is merged with the prefix part attendPrefix left in od (with its
+// score maxima pm and exponential sums pl): both are rescaled to the larger
+// maximum, then normalised.
+func (b *Backend) attendOwn(od, qd, kd, vd, pm, pl []float32, a tensor.AttnArgs, row, kvh, i0, i1 int) {
+	hd, g := a.HeadDim, a.Heads/a.KVHeads
+	qs, ks := a.Heads*hd, a.KVHeads*hd
+	nq := i1 - i0
+	m, w := nq*g, g*hd // stacked queries; floats of one position's group
+	nk := i1           // keys of the block's last query
+	s := b.getScratch(m*nk + 2*m*hd + m)
+	defer b.putScratch(s)
+	d := s.d
+	sc, qc, oc, den := d[:m*nk], d[m*nk:m*nk+m*hd], d[m*nk+m*hd:m*nk+2*m*hd], d[m*nk+2*m*hd:]
+	q0 := (row*a.T+i0)*qs + kvh*w
+	copyRows(qc, w, qd[q0:], qs, nq, w)
+	k0 := row*a.T*ks + kvh*hd
+	b.sgemm(false, true, m, i1, hd, a.Scale, qc, hd, kd[k0:], ks, 0, sc, nk)
+	if a.Prefix == nil || a.Prefix[row].Len == 0 {
+		for j := range m {
+			softmaxPrefix(sc[j*nk:(j+1)*nk], i0+j/g+1)
+		}
+		b.sgemm(false, false, m, hd, i1, 1, sc, nk, vd[k0:], ks, 0, oc, hd)
+		copyRows(od[q0:], qs, oc, w, nq, w)
+		return
+	}
+	// od holds the prefix's Σ e^(s−m1)·v; rescale it and the sums to
+	// m = max(m1, m2), add the own keys' part, then normalise.
+	copyRows(oc, w, od[q0:], qs, nq, w)
+	for j := range m {
+		n := i0 + j/g + 1
+		x := sc[j*nk : j*nk+n]
+		qi := (row*a.T+i0+j/g)*a.Heads + kvh*g + j%g
+		mx := max(pm[qi], rowMax(x))
+		l2 := expSubSum(x, mx)
+		c1 := expFlush(pm[qi] - mx)
+		clear(sc[j*nk+n : (j+1)*nk])
+		o := oc[j*hd : (j+1)*hd]
+		scaleVec(o, o, c1)
+		den[j] = pl[qi]*c1 + l2
+	}
+	b.sgemm(false, false, m, hd, i1, 1, sc, nk, vd[k0:], ks, 1, oc, hd)
+	for j := range m {
+		o := oc[j*hd : (j+1)*hd]
+		scaleVec(o, o, 1/den[j])
+	}
+	copyRows(od[q0:], qs, oc, w, nq, w)
+}
+
+// copyRows copies rows rows of width floats from src (rows srcStride apart)
+// to dst (rows dstStride apart).
+func copyRows(dst []float32, dstStride int, src []float32, srcStride, rows, width int) {
+	for r := range rows {
+		copy(dst[r*dstStride:r*dstStride+width], src[r*srcStride:r*srcStride+width])
+	}
 }
 
 // prefixChunk is the number of queries multiplied against a prefix at a
@@ -132,9 +155,7 @@ func (b *Backend) attendFolded(od, qd, kd, vd []float32, a tensor.AttnArgs, row,
 	defer b.putScratch(s)
 	sc, qc, oc := s.d[:m*nk], s.d[m*nk:m*nk+m*hd], s.d[m*nk+m*hd:]
 	q0 := (row*a.T+i0)*qs + kvh*w
-	for i := range nq {
-		copy(qc[i*w:(i+1)*w], qd[q0+i*qs:])
-	}
+	copyRows(qc, w, qd[q0:], qs, nq, w)
 	k0 := row*a.T*ks + kvh*hd
 	pk, pv := data(kv.K)[kvh*hd:], data(kv.V)[kvh*hd:]
 	b.sgemm(false, true, m, p, hd, a.Scale, qc, hd, pk, ks, 0, sc, nk)
@@ -144,9 +165,7 @@ func (b *Backend) attendFolded(od, qd, kd, vd []float32, a tensor.AttnArgs, row,
 	}
 	b.sgemm(false, false, m, hd, p, 1, sc, nk, pv, ks, 0, oc, hd)
 	b.sgemm(false, false, m, hd, i1, 1, sc[p:], nk, vd[k0:], ks, 1, oc, hd)
-	for i := range nq {
-		copy(od[q0+i*qs:][:w], oc[i*w:(i+1)*w])
-	}
+	copyRows(od[q0:], qs, oc, w, nq, w)
 }
 
 // hasLongPrefix reports whether some row of a has more than b.foldPrefix

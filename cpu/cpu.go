@@ -209,10 +209,10 @@ func (b *Backend) Sync(ctx context.Context) error { return ctx.Err() }
 
 // Copy copies rows × cols elements between strided views of two tensors.
 func (b *Backend) Copy(dst tensor.Tensor, dstOff, dstStride int, src tensor.Tensor, srcOff, srcStride, rows, cols int) {
-	d, s := data(dst), data(src)
-	for r := range rows {
-		copy(d[dstOff+r*dstStride:dstOff+r*dstStride+cols], s[srcOff+r*srcStride:srcOff+r*srcStride+cols])
+	if rows <= 0 {
+		return
 	}
+	copyRows(data(dst)[dstOff:], dstStride, data(src)[srcOff:], srcStride, rows, cols)
 }
 
 // parallel runs fn(i) for i in [0, n) on up to b.threads goroutines, handing
