@@ -22,13 +22,14 @@ const attnBlock = 64
 // query heads that share one kv head, are multiplied against it together,
 // in chunks of prefixChunk queries, leaving in out the unnormalised sum over
 // the prefix with its score maximum and exponential sum. The rows' own keys
-// then run per (row, head, block of queries), a block only scoring the keys
-// up to its last position, and are merged with the prefix part by rescaling
-// both to the larger maximum. A short prefix (a preamble) instead joins its
-// row's blocks: each block, with the queries of all query heads of one kv
-// head stacked, scores the prefix keys and its own keys into one score row
-// and takes one softmax, which costs less than gathering its queries and
-// merging. The scores and the weighted sums go through sgemm.
+// then run per (row, kv head, block of queries), the block's queries of the
+// kv head's query heads stacked into one matrix that only scores the keys up
+// to the block's last position (attendOwn), and are merged with the prefix
+// part by rescaling both to the larger maximum. A short prefix (a preamble)
+// instead joins its row's blocks (attendFolded): each stacked query scores
+// the prefix keys and its own keys into one score row and takes one
+// softmax, which costs less than gathering its queries and merging. The
+// scores and the weighted sums go through sgemm.
 // Queries at padding positions (a.Len) are skipped and get zeros.
 func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 	hd := a.HeadDim
