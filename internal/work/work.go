@@ -19,6 +19,7 @@ import (
 // GatedDelta. Norms, activations, RoPE, the causal convolution and copies
 // are not counted: they cost a few operations per element of their tensors,
 // where a product costs two per weight.
+//
 // A Counter also passes on the optional tensor.RegionMapper and
 // tensor.WarmUpper, doing nothing where the wrapped backend has neither, so
 // a model loads on it as on the backend itself. It is safe for concurrent
