@@ -351,21 +351,22 @@ func httpError(resp *http.Response) *HTTPError {
 	return e
 }
 
-// explain turns an HTTPError about repo into the error a person reads:
-// what was refused and what to do.
-func (c *Client) explain(repo string, e *HTTPError) error {
-	page := c.repoURL(repo).String()
+// explain turns an HTTPError about a request for ref into the error a
+// person reads: what was refused and what to do.
+func (c *Client) explain(ref Ref, e *HTTPError) error {
+	repo := ref.String()
+	page := c.repoURL(ref.Repo).String()
 	switch {
 	case e.Code == "GatedRepo" && c.token == "":
-		return fmt.Errorf("%s is gated: accept its conditions at %s, then set HF_TOKEN to a token of that account: %w", repo, page, e)
+		return fmt.Errorf("%s is gated: accept its conditions at %s, then set HF_TOKEN to a token of that account: %w", ref.Repo, page, e)
 	case e.Code == "GatedRepo":
-		return fmt.Errorf("%s is gated and HF_TOKEN's account has not been granted access: accept its conditions at %s: %w", repo, page, e)
+		return fmt.Errorf("%s is gated and HF_TOKEN's account has not been granted access: accept its conditions at %s: %w", ref.Repo, page, e)
 	case e.Status == http.StatusUnauthorized && c.token == "":
 		return fmt.Errorf("%s: the Hub refused access without a token: the repository is private or gated, or does not exist; set HF_TOKEN to a token that can read it: %w", repo, e)
 	case e.Status == http.StatusUnauthorized || e.Status == http.StatusForbidden:
 		return fmt.Errorf("%s: the Hub refused HF_TOKEN: it is invalid, or cannot read this repository (or the repository does not exist): %w", repo, e)
 	case e.Code == "RevisionNotFound":
-		return fmt.Errorf("%s: no such revision (a branch, tag or commit): %w", repo, e)
+		return fmt.Errorf("%s: no such revision %q (want a branch, tag or commit of %s): %w", repo, ref.Revision, ref.Repo, e)
 	case e.Code == "EntryNotFound":
 		return fmt.Errorf("%s: file not found: %w", repo, e)
 	case e.Status == http.StatusNotFound:

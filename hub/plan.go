@@ -158,7 +158,7 @@ func (c *Client) repoInfo(ctx context.Context, ref Ref) (*repoInfo, error) {
 			break
 		}
 		if err == nil && (!retryable(r.StatusCode) || attempt >= c.retries) {
-			return nil, c.explain(ref.Repo, httpError(r))
+			return nil, c.explain(ref, httpError(r))
 		}
 		if err != nil && (ctx.Err() != nil || attempt >= c.retries) {
 			return nil, fmt.Errorf("%s: %w", ref, err)
@@ -373,7 +373,7 @@ func (c *Client) fetchSmall(ctx context.Context, p *Plan, f *File) ([]byte, erro
 			err = fmt.Errorf("GET %s: %w", displayURL(u), err)
 		} else if err == nil {
 			if !retryable(resp.StatusCode) || attempt >= c.retries {
-				return nil, c.explain(p.Repo, httpError(resp))
+				return nil, c.explain(Ref{Repo: p.Repo, Revision: p.Commit}, httpError(resp))
 			}
 			resp.Body.Close()
 		}

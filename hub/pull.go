@@ -51,6 +51,35 @@ func PartialDir(dir string) string {
 	return filepath.Join(filepath.Dir(dir), "."+filepath.Base(dir)+".pull")
 }
 
+// RemovePartial deletes what an interrupted pull into dir left in
+// [PartialDir] and returns the bytes it held; (0, nil) when there is
+// nothing. It refuses while a pull into dir runs, and refuses a directory
+// that is not a pull's.
+func RemovePartial(dir string) (int64, error) {
+	tmp := PartialDir(dir)
+	if _, err := os.Lstat(tmp); errors.Is(err, fs.ErrNotExist) {
+		return 0, nil
+	}
+	if fi, err := os.Lstat(filepath.Join(tmp, stateFile)); err != nil || !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("%s is not a pull in progress (no %s); it was left alone", tmp, stateFile)
+	}
+	unlock, err := lockDir(tmp)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	var n int64
+	filepath.WalkDir(tmp, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n, os.RemoveAll(tmp)
+}
+
 // pullState is the content of stateFile.
 type pullState struct {
 	Repo   string `json:"repo"`
@@ -375,7 +404,7 @@ func (c *Client) transfer(ctx context.Context, p *Plan, f *File, u *url.URL, out
 		if retryable(resp.StatusCode) {
 			return 0, true, httpError(resp)
 		}
-		return 0, false, c.explain(p.Repo, httpError(resp))
+		return 0, false, c.explain(Ref{Repo: p.Repo, Revision: p.Commit}, httpError(resp))
 	}
 	if _, err := out.Seek(*off, io.SeekStart); err != nil {
 		return 0, false, err
@@ -495,17 +524,24 @@ func syncDir(dir string) {
 	}
 }
 
-// FormatBytes writes n for people: "1.7 GB", "512 kB", "12 B" (decimal
-// units, as the Hub's pages show sizes).
+// FormatBytes writes n for people with three significant digits in
+// decimal units, as the Hub's pages show sizes: "999 B", "1.08 kB",
+// "23.1 MB", "812 MB", "1.75 GB".
 func FormatBytes(n int64) string {
-	const unit = 1000
-	if n < unit {
+	if n < 1000 {
 		return strconv.FormatInt(n, 10) + " B"
 	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit && exp < 4; m /= unit {
-		div *= unit
-		exp++
+	v, unit := float64(n), 0
+	for v >= 999.5 && unit < 5 {
+		v /= 1000
+		unit++
 	}
-	return strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64) + " " + string("kMGTP"[exp]) + "B"
+	prec := 0
+	switch {
+	case v < 9.995:
+		prec = 2
+	case v < 99.95:
+		prec = 1
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64) + " " + string(" kMGTP"[unit]) + "B"
 }

@@ -623,3 +623,24 @@ func TestPullCancel(t *testing.T) {
 		t.Errorf("error %v, want context.Canceled", err)
 	}
 }
+
+// TestRemovePartial deletes an interrupted pull's files, and only those.
+func TestRemovePartial(t *testing.T) {
+	s := hubtest.NewServer(t, repoOf(t, "owner/x", "tiny-qwen35"))
+	dest := partialAfterCut(t, s, 1234)
+	n, err := hub.RemovePartial(dest)
+	if err != nil || n < 1234 {
+		t.Errorf("RemovePartial = %d, %v", n, err)
+	}
+	if _, err := os.Stat(hub.PartialDir(dest)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("partial directory still there: %v", err)
+	}
+	if n, err := hub.RemovePartial(dest); n != 0 || err != nil {
+		t.Errorf("again: %d, %v", n, err)
+	}
+	other := filepath.Join(t.TempDir(), "y")
+	os.Mkdir(hub.PartialDir(other), 0o755)
+	if _, err := hub.RemovePartial(other); err == nil {
+		t.Error("removed a directory that is not a pull's")
+	}
+}
