@@ -254,11 +254,17 @@ func (c *Client) get(ctx context.Context, u *url.URL, hdr http.Header, check fun
 			}
 			return resp, m, nil
 		}
-		next, err := u.Parse(resp.Header.Get("Location"))
+		loc, err := url.Parse(resp.Header.Get("Location"))
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
 		if err != nil {
 			return nil, m, fmt.Errorf("GET %s: bad redirect location: %w", displayURL(u), err)
+		}
+		next := u.ResolveReference(loc)
+		if loc.Host == "" && loc.RawQuery == "" {
+			// A relative redirect (a renamed repository) moves the path;
+			// the query stays, as huggingface_hub keeps it.
+			next.RawQuery = u.RawQuery
 		}
 		if u.Scheme == "https" && next.Scheme != "https" {
 			return nil, m, fmt.Errorf("GET %s: redirect to %s refused (https to %s)", displayURL(u), displayURL(next), next.Scheme)

@@ -521,6 +521,12 @@ func TestPullRevisions(t *testing.T) {
 			}
 		})
 	}
+	// The renamed repository's file list was asked for with its query.
+	for _, r := range s.Requests() {
+		if strings.HasPrefix(r.Path, "/api/models/owner/new/") && r.Query != "blobs=true" {
+			t.Errorf("%s asked with query %q", r.Path, r.Query)
+		}
+	}
 	c := newClient(t, s, hub.Options{})
 	_, err := c.Pull(context.Background(), mustRef(t, "owner/new@nope"), filepath.Join(t.TempDir(), "m"), hub.PullOptions{})
 	if !errors.Is(err, hub.ErrNotFound) || !strings.Contains(err.Error(), "no such revision") {

@@ -44,8 +44,8 @@ type Repo struct {
 	// Token, when set, makes the repository private: requests need
 	// "Authorization: Bearer Token".
 	Token string
-	// Gated repositories need Token too, but say so (GatedRepo) instead of
-	// pretending not to exist.
+	// Gated repositories need Token for their files (their file list is
+	// public), and say so (GatedRepo) instead of pretending not to exist.
 	Gated bool
 }
 
@@ -347,11 +347,9 @@ func (s *Server) serveHub(rw http.ResponseWriter, r *http.Request) {
 	repo := s.repos[id]
 	s.mu.Unlock()
 	if moved {
-		// A relative redirect, as the Hub answers for a renamed repository.
+		// A relative redirect without the query, as the Hub answers for a
+		// renamed repository.
 		loc := strings.Replace(r.URL.EscapedPath(), "/"+id+"/", "/"+newID+"/", 1)
-		if r.URL.RawQuery != "" {
-			loc += "?" + r.URL.RawQuery
-		}
 		w.Header().Set("Location", loc)
 		w.WriteHeader(http.StatusTemporaryRedirect)
 		return
@@ -360,7 +358,8 @@ func (s *Server) serveHub(rw http.ResponseWriter, r *http.Request) {
 		s.hubError(w, r, http.StatusUnauthorized, "RepoNotFound", "Repository not found")
 		return
 	}
-	if repo.Token != "" && r.Header.Get("Authorization") != "Bearer "+repo.Token {
+	// A gated repository's metadata is public; its files are not.
+	if repo.Token != "" && r.Header.Get("Authorization") != "Bearer "+repo.Token && !(repo.Gated && api) {
 		switch {
 		case repo.Gated && r.Header.Get("Authorization") == "":
 			s.hubError(w, r, http.StatusUnauthorized, "GatedRepo", "Access to model "+id+" is restricted. You must be authenticated to access it.")
