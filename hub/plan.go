@@ -115,8 +115,8 @@ func (c *Client) resolve(ctx context.Context, ref Ref) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(info.SHA) < 7 {
-		return nil, fmt.Errorf("%s: the Hub gave no commit for revision %q", ref, ref.Revision)
+	if !isHex(info.SHA, 40) {
+		return nil, fmt.Errorf("%s: the Hub gave %q as the revision's commit, not a commit id", ref, info.SHA)
 	}
 	p := &Plan{Ref: ref, Repo: info.ID, Commit: info.SHA, endpoint: c.Endpoint(), small: map[string][]byte{}}
 	if p.Repo == "" {
@@ -178,18 +178,16 @@ func (c *Client) repoInfo(ctx context.Context, ref Ref) (*repoInfo, error) {
 	return &info, nil
 }
 
-// The files a model directory contributes besides its weights: the config
-// and what the tokenizer and chat template live in.
-var modelFiles = []string{"config.json", "tokenizer.json", "tokenizer_config.json",
-	"special_tokens_map.json", "chat_template.jinja", "chat_template.json"}
-
-// The files of a PEFT LoRA adapter.
-var adapterFiles = []string{"adapter_config.json", "adapter_model.safetensors"}
-
 // choose fills p.Files from the repository's files: decision_config.json
 // first (it says where the model is), then the model's config (refusing an
 // architecture the engine does not run), its tokenizer and its weights.
 func (c *Client) choose(ctx context.Context, p *Plan, all map[string]*File) error {
+	// The files a model directory contributes besides its weights (the
+	// config, and what the tokenizer and chat template live in), and those
+	// of a PEFT LoRA adapter.
+	modelFiles := []string{"config.json", "tokenizer.json", "tokenizer_config.json",
+		"special_tokens_map.json", "chat_template.jinja", "chat_template.json"}
+	adapterFiles := []string{"adapter_config.json", "adapter_model.safetensors"}
 	want := map[string]bool{}
 	need := func(name string) error {
 		if _, ok := all[name]; !ok {

@@ -103,7 +103,9 @@ func (c *Client) Pull(ctx context.Context, ref Ref, dir string, opts PullOptions
 // against its size and hash, the provenance record [SourceFile] is written,
 // and the directory is renamed to dir: dir appears only when complete. An
 // error leaves the partial directory for the next attempt, except for a
-// file that failed its check, which is deleted.
+// file that failed its check, which is deleted. Download fills in p what the
+// file list lacked (sizes, hashes from the headers); one Download at a time
+// may use a Plan.
 func (c *Client) Download(ctx context.Context, p *Plan, dir string, opts PullOptions) (*Source, error) {
 	src, err := c.download(ctx, p, dir, opts)
 	return src, c.redact(err)
@@ -186,13 +188,13 @@ func (c *Client) download(ctx context.Context, p *Plan, dir string, opts PullOpt
 	if err := writeFile(filepath.Join(tmp, SourceFile), append(rec, '\n')); err != nil {
 		return nil, err
 	}
+	if _, err := os.Lstat(dir); err == nil {
+		return nil, fmt.Errorf("%s: %w (it appeared during the pull, whose files are in %s)", dir, ErrExists, tmp)
+	}
 	for _, n := range []string{stateFile, lockFile} {
 		if err := os.Remove(filepath.Join(tmp, n)); err != nil {
 			return nil, err
 		}
-	}
-	if _, err := os.Lstat(dir); err == nil {
-		return nil, fmt.Errorf("%s: %w (it appeared during the pull, whose files are in %s)", dir, ErrExists, tmp)
 	}
 	if err := os.Rename(tmp, dir); err != nil {
 		return nil, err
@@ -218,11 +220,11 @@ func prepareTmp(tmp string, p *Plan) error {
 		if _, err := os.Stat(filepath.Join(tmp, stateFile)); err != nil {
 			return fmt.Errorf("%s is in the way: it is not a pull in progress (no %s); remove it", tmp, stateFile)
 		}
-		if unlock, err := lockDir(tmp); err != nil {
+		unlock, err := lockDir(tmp)
+		if err != nil {
 			return err
-		} else {
-			unlock()
 		}
+		unlock()
 		if err := os.RemoveAll(tmp); err != nil {
 			return err
 		}
