@@ -83,14 +83,7 @@ func describeModel(fsys fs.FS, name string, m *ModelEntry) {
 	if src, err := hub.ReadSourceFS(fsys, name); err == nil {
 		m.Source, m.Revision, m.Commit, m.Bytes = src.Repo, src.Revision, src.Commit, src.Bytes()
 	} else {
-		fs.WalkDir(fsys, ".", func(_ string, d fs.DirEntry, err error) error {
-			if err == nil && d.Type().IsRegular() {
-				if fi, err := d.Info(); err == nil {
-					m.Bytes += fi.Size()
-				}
-			}
-			return nil
-		})
+		m.Bytes = hub.TreeSize(fsys)
 	}
 	cfg := "config.json"
 	if data, err := fs.ReadFile(fsys, decide.ConfigFile); err == nil {

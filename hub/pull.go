@@ -68,15 +68,7 @@ func RemovePartial(dir string) (int64, error) {
 		return 0, err
 	}
 	defer unlock()
-	var n int64
-	filepath.WalkDir(tmp, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
-			}
-		}
-		return nil
-	})
+	n := TreeSize(os.DirFS(tmp))
 	return n, os.RemoveAll(tmp)
 }
 

@@ -82,3 +82,18 @@ func (p *Plan) source(pulled time.Time) *Source {
 	}
 	return s
 }
+
+// TreeSize returns the total size of the regular files in fsys (a model
+// directory through os.DirFS, or an embedded one).
+func TreeSize(fsys fs.FS) int64 {
+	var n int64
+	fs.WalkDir(fsys, ".", func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}

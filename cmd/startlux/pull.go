@@ -306,15 +306,7 @@ func removeModel(w io.Writer, p, name, dir string, fi fs.FileInfo) error {
 	if src, err := hub.ReadSource(p); err == nil {
 		what = fmt.Sprintf("%s at commit %s", src.Repo, short(src.Commit))
 	}
-	var size int64
-	filepath.WalkDir(p, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				size += fi.Size()
-			}
-		}
-		return nil
-	})
+	size := hub.TreeSize(os.DirFS(p))
 	if err := os.RemoveAll(p); err != nil {
 		return fmt.Errorf("rm: %w", err)
 	}
