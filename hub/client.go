@@ -310,6 +310,7 @@ type HTTPError struct {
 	URL string
 }
 
+// Error says the request, the status and the Hub's message.
 func (e *HTTPError) Error() string {
 	s := fmt.Sprintf("GET %s: %d %s", e.URL, e.Status, http.StatusText(e.Status))
 	if e.Message != "" {

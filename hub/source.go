@@ -33,7 +33,9 @@ type Source struct {
 	Files []SourceEntry `json:"files"`
 }
 
-// SourceEntry is one fetched file.
+// SourceEntry is one fetched file: its path in the repository, its size,
+// and the hash it was checked against (sha256 for LFS files, the git blob
+// id for the others; neither when the Hub gave none).
 type SourceEntry struct {
 	Name   string `json:"name"`
 	Size   int64  `json:"size"`
