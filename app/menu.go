@@ -138,10 +138,14 @@ func BuildMenu(s MenuState) Menu {
 
 	var models []Item
 	for _, m := range s.Models {
+		title := m.Name
+		if m.Unloadable != "" { // listed so the user sees it, but it cannot be switched to
+			title += " (not loadable)"
+		}
 		models = append(models, Item{
 			Action:    UseAction(m.Name),
-			Title:     m.Name,
-			Enabled:   up && s.Switching == "",
+			Title:     title,
+			Enabled:   up && s.Switching == "" && m.Unloadable == "",
 			Checkable: true,
 			Checked:   m.Current,
 		})

@@ -204,6 +204,16 @@ func TestMenuFind(t *testing.T) {
 	}
 }
 
+func TestMenuUnloadableModel(t *testing.T) {
+	m := BuildMenu(MenuState{Status: Status{State: StateReady}, Models: []ModelEntry{{Name: "x"}, {Name: "chat", Unloadable: "uncalibrated"}}})
+	if it, ok := m.Find(UseAction("chat")); !ok || it.Enabled || it.Title != "chat (not loadable)" {
+		t.Errorf("Find(use:chat) = %+v, %v; want a disabled item that says it cannot be loaded", it, ok)
+	}
+	if it, ok := m.Find(UseAction("x")); !ok || !it.Enabled {
+		t.Errorf("Find(use:x) = %+v, %v", it, ok)
+	}
+}
+
 func TestFlattenShape(t *testing.T) {
 	a := BuildMenu(MenuState{Status: Status{State: StateReady}, Models: []ModelEntry{{Name: "x"}}})
 	b := BuildMenu(MenuState{Status: Status{State: StateReady, SnapshotBytes: 99}, Models: []ModelEntry{{Name: "y", Current: true}}, LoginItem: true})

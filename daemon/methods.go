@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/ipc"
@@ -155,17 +156,19 @@ func (d *Daemon) Models() ([]ModelEntry, error) {
 		return nil, ipc.Errorf(ipc.CodeInternal, "%v", err)
 	}
 	d.mu.Lock()
-	if d.cur != nil {
-		found := false
-		for i := range list {
-			if list[i].Path == d.cur.src {
-				list[i].Current, found = true, true
-			}
-		}
-		if !found { // loaded from a directory outside the models folder
-			list = append(list, ModelEntry{Name: d.cur.info.Name, Path: d.cur.src, Current: true})
+	cur := d.cur
+	d.mu.Unlock()
+	if cur == nil {
+		return list, nil
+	}
+	for i := range list {
+		if list[i].Path == cur.src {
+			list[i].Current = true
+			return list, nil
 		}
 	}
-	d.mu.Unlock()
-	return list, nil
+	// Loaded from a directory outside the models folder.
+	m := ModelEntry{Name: cur.info.Name, Path: cur.src, Current: true}
+	describeModel(os.DirFS(cur.src), cur.src, &m)
+	return append(list, m), nil
 }

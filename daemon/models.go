@@ -5,12 +5,16 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
 
+	"github.com/startlux/startlux"
 	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/hub"
 	"github.com/startlux/startlux/ipc"
+	"github.com/startlux/startlux/model"
 )
 
 // DemoName is the name under which the embedded demo checkpoint is listed
@@ -29,10 +33,21 @@ type ModelEntry = ipc.ModelEntry
 // directory that holds one (pointer/1).
 func IsCheckpoint(dir string) bool { return decide.IsCheckpoint(dir) }
 
-// ListModels returns the embedded demo followed by the checkpoints found
-// directly inside dir, by name. A missing dir lists just the demo.
+// Uncalibrated is what the listing says of a model without a
+// decision_config.json (a plain chat checkpoint pulled from the Hub): the
+// engine cannot run it until zero-shot use exists.
+const Uncalibrated = "uncalibrated / zero-shot (not yet loadable): no decision_config.json"
+
+// ListModels returns the embedded demo followed by the models found
+// directly inside dir, by name: the checkpoints, and the directories that
+// hold a config.json without a decision config (listed with
+// [Uncalibrated]). Names starting with '.' (pulls in progress) are skipped.
+// Each entry says where the model came from, its size, how its weights are
+// stored and whether it is calibrated. A missing dir lists just the demo.
 func ListModels(dir string) ([]ModelEntry, error) {
-	list := []ModelEntry{{Name: DemoName, Embedded: true}}
+	demo := ModelEntry{Name: DemoName, Embedded: true}
+	describeModel(startlux.DemoModel(), DemoPath, &demo)
+	list := []ModelEntry{demo}
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return list, nil
@@ -43,12 +58,52 @@ func ListModels(dir string) ([]ModelEntry, error) {
 	var found []ModelEntry
 	for _, e := range ents {
 		p := filepath.Join(dir, e.Name())
-		if (e.IsDir() || e.Type()&fs.ModeSymlink != 0) && IsCheckpoint(p) {
-			found = append(found, ModelEntry{Name: e.Name(), Path: p})
+		if strings.HasPrefix(e.Name(), ".") || !(e.IsDir() || e.Type()&fs.ModeSymlink != 0) {
+			continue
 		}
+		m := ModelEntry{Name: e.Name(), Path: p}
+		if !IsCheckpoint(p) {
+			if fi, err := os.Stat(filepath.Join(p, "config.json")); err != nil || !fi.Mode().IsRegular() {
+				continue
+			}
+			m.Unloadable = Uncalibrated
+		}
+		describeModel(os.DirFS(p), p, &m)
+		found = append(found, m)
 	}
 	sort.Slice(found, func(i, j int) bool { return found[i].Name < found[j].Name })
 	return append(list, found...), nil
+}
+
+// describeModel fills in what a listing says of the model at the root of
+// fsys (name is shown in errors): its provenance record, size, weight
+// storage and calibration. A config.json the engine refuses makes the model
+// unloadable, saying why.
+func describeModel(fsys fs.FS, name string, m *ModelEntry) {
+	if src, err := hub.ReadSourceFS(fsys, name); err == nil {
+		m.Source, m.Revision, m.Commit, m.Bytes = src.Repo, src.Revision, src.Commit, src.Bytes()
+	} else {
+		m.Bytes = hub.TreeSize(fsys)
+	}
+	cfg := "config.json"
+	if data, err := fs.ReadFile(fsys, decide.ConfigFile); err == nil {
+		m.Calibrated = true
+		if pc, err := decide.ParsePointerConfig(data); err == nil {
+			cfg = path.Join(pc.Base, "config.json")
+		}
+	}
+	data, err := fs.ReadFile(fsys, cfg)
+	if err != nil {
+		return
+	}
+	info, err := model.ParseConfig(cfg, data)
+	if err != nil {
+		if m.Unloadable == "" {
+			m.Unloadable = err.Error()
+		}
+		return
+	}
+	m.Quant = info.Storage()
 }
 
 // ResolveModel turns what a user typed (a name in the models folder,
@@ -69,6 +124,9 @@ func ResolveModel(arg, modelsDir string) (string, error) {
 		return dir, nil
 	}
 	dir := filepath.Join(modelsDir, arg)
+	if fi, err := os.Stat(filepath.Join(dir, "config.json")); err == nil && fi.Mode().IsRegular() && !IsCheckpoint(dir) {
+		return "", fmt.Errorf("model %q in %s has no decision_config.json: it is %s", arg, modelsDir, Uncalibrated[:strings.Index(Uncalibrated, ":")])
+	}
 	if !IsCheckpoint(dir) {
 		return "", fmt.Errorf("no model %q in %s (a checkpoint is a directory with decision_config.json and config.json; \"startlux models\" lists them)", arg, modelsDir)
 	}

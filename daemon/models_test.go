@@ -24,7 +24,7 @@ func TestResolveModel(t *testing.T) {
 		{"demo", "", ""},
 		{"good", good, ""},
 		{good, good, ""},
-		{"half", "", "no model \"half\""},
+		{"half", "", "has no decision_config.json: it is uncalibrated"},
 		{half, "", "is not a checkpoint"},
 		{"missing", "", "startlux models"},
 	}
@@ -38,7 +38,7 @@ func TestResolveModel(t *testing.T) {
 		}
 	}
 	list, err := ListModels(models)
-	if err != nil || len(list) != 2 || list[0].Name != DemoName || !list[0].Embedded || list[1].Path != good {
+	if err != nil || len(list) != 3 || list[0].Name != DemoName || !list[0].Embedded || list[1].Path != good || list[2].Unloadable != Uncalibrated {
 		t.Errorf("ListModels = %+v, %v", list, err)
 	}
 	if list, err := ListModels(filepath.Join(models, "none")); err != nil || len(list) != 1 {

@@ -102,4 +102,20 @@ type ModelEntry struct {
 	Embedded bool `json:"embedded"`
 	// Current is true for the model being served.
 	Current bool `json:"current"`
+	// Source is the Hugging Face Hub repository the model was pulled from
+	// ("" when it was not pulled), Revision the revision asked for and
+	// Commit the commit it resolved to.
+	Source   string `json:"source,omitempty"`
+	Revision string `json:"revision,omitempty"`
+	Commit   string `json:"commit,omitempty"`
+	// Bytes is the size of the model's files.
+	Bytes int64 `json:"bytes,omitempty"`
+	// Quant is how its weights are stored: "bf16", "f16", "f32", "MLX
+	// 4-bit (group 64)"; "" when config.json does not say.
+	Quant string `json:"quant,omitempty"`
+	// Calibrated is whether it has a decision_config.json, whose
+	// temperatures its probabilities are read with.
+	Calibrated bool `json:"calibrated"`
+	// Unloadable says why the model cannot be loaded ("" when it can).
+	Unloadable string `json:"unloadable,omitempty"`
 }

@@ -151,6 +151,9 @@ func parseConfig(file string, data []byte) (Config, *quantSpec, error) {
 	if err := refuseMoE(top, tc); err != nil {
 		return c, nil, err
 	}
+	if err := refuseModelType(top, tc); err != nil {
+		return c, nil, err
+	}
 	if act, err := tc.str("hidden_act"); err != nil {
 		return c, nil, err
 	} else if act != "" && act != "silu" {

@@ -1,6 +1,6 @@
 // Command startlux is StartLux's one command-line program: the daemon
-// (serve), its clients (decide, status, models, use) and the engine's tools
-// (tokenize, forward, bench).
+// (serve), its clients (decide, status, models, use), the models folder
+// (pull, rm) and the engine's tools (tokenize, forward, bench).
 package main
 
 import (
@@ -35,6 +35,8 @@ func commands() []command {
 		{"status", "show what the daemon is doing", runStatus},
 		{"models", "list the checkpoints in the models folder", runModels},
 		{"use", "switch the daemon to a model (a name in the models folder, or a directory)", runUse},
+		{"pull", "download a checkpoint from the Hugging Face Hub into the models folder", runPull},
+		{"rm", "delete a model from the models folder", runRm},
 		{"tokenize", "tokenise JSON strings read from stdin, one per line", runTokenize},
 		{"forward", "run a checkpoint on token ids and write its outputs as safetensors", runForward},
 		{"bench", "benchmarks: prefill, decide, serve, tokenize", runBench},

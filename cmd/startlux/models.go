@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/startlux/startlux/daemon"
@@ -17,8 +16,9 @@ func runModels(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("models: %w", err)
 	}
-	fs := clientFlagSet("models", "usage: startlux models [flags]\n\nLists the checkpoints in "+dir+
-		"\n(a checkpoint is a directory with decision_config.json and config.json).", env.stderr)
+	fs := clientFlagSet("models", "usage: startlux models [flags]\n\nLists the models in "+dir+
+		"\n(a checkpoint is a directory with decision_config.json and config.json; a pulled chat checkpoint\n"+
+		"without a decision config is listed as uncalibrated and not yet loadable).", env.stderr)
 	socket := socketFlag(fs)
 	asJSON := fs.Bool("json", false, "print the list as JSON")
 	if err := fs.Parse(args); err != nil {
@@ -46,23 +46,5 @@ func runModels(ctx context.Context, env *cmdEnv, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(list)
 	}
-	tw := tabwriter.NewWriter(env.stdout, 0, 4, 2, ' ', 0)
-	for _, m := range list {
-		mark := " "
-		if m.Current {
-			mark = "*"
-		}
-		path := m.Path
-		if m.Embedded {
-			path = "(embedded in the binary)"
-		}
-		fmt.Fprintf(tw, "%s %s\t%s\n", mark, m.Name, path)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(list) == 1 {
-		fmt.Fprintf(env.stderr, "no checkpoints in %s yet\n", dir)
-	}
-	return nil
+	return printModels(env.stdout, env.stderr, dir, list)
 }

@@ -1,0 +1,321 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/hub"
+)
+
+// runPull is "startlux pull REPO[@REVISION] [--name NAME]": download a
+// checkpoint from the Hugging Face Hub into the models folder.
+func runPull(ctx context.Context, env *cmdEnv, args []string) error {
+	dir, err := daemon.ModelsDir()
+	if err != nil {
+		return fmt.Errorf("pull: %w", err)
+	}
+	fset := clientFlagSet("pull", "usage: startlux pull REPO[@REVISION] [--name NAME]\n\n"+
+		"Downloads a checkpoint from the Hugging Face Hub into "+dir+"/NAME:\n"+
+		"config.json, the tokenizer files, the safetensors weights (and their index),\n"+
+		"decision_config.json and adapter files when there are any; nothing else.\n"+
+		"REVISION is a branch, tag or commit (default main). HF_ENDPOINT and HF_TOKEN are\n"+
+		"honoured. An interrupted pull resumes when run again.", env.stderr)
+	name := fset.String("name", "", "the model's `NAME` in the models folder (default: the repository's name)")
+	pos, err := parseInterspersed(fset, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fset.Usage()
+		return fmt.Errorf("pull: want exactly one repository, got %d arguments", len(pos))
+	}
+	ref, err := hub.ParseRef(pos[0])
+	if err != nil {
+		return fmt.Errorf("pull: %w", err)
+	}
+	if *name == "" {
+		*name = ref.DefaultName()
+	}
+	if err := checkModelName(*name); err != nil {
+		return fmt.Errorf("pull: %w", err)
+	}
+	client, err := hub.NewClient(hub.EnvOptions(os.Getenv))
+	if err != nil {
+		return fmt.Errorf("pull: %w", err)
+	}
+	dest := filepath.Join(dir, *name)
+	fmt.Fprintf(env.stderr, "resolving %s on %s\n", ref, client.Endpoint())
+	plan, err := client.Resolve(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("pull: %w", err)
+	}
+	describePlan(env.stderr, plan)
+	if _, err := os.Lstat(dest); err == nil {
+		src, serr := hub.ReadSource(dest)
+		if serr == nil && src.Repo == plan.Repo && src.Commit == plan.Commit {
+			fmt.Fprintf(env.stdout, "%s is already pulled: %s at commit %s, in %s\n", *name, src.Repo, short(src.Commit), dest)
+			return nil
+		}
+		what := "a model that was not pulled"
+		if serr == nil {
+			what = fmt.Sprintf("%s at commit %s", src.Repo, short(src.Commit))
+		}
+		return fmt.Errorf("pull: %s already exists in %s (%s): choose another name with --name, or remove it with \"startlux rm %s\" first",
+			*name, dir, what, *name)
+	}
+	pr := &pullPrinter{w: env.stderr, terminal: isTerminal(env.stderr), now: time.Now}
+	src, err := client.Download(ctx, plan, dest, hub.PullOptions{Progress: pr.show})
+	pr.end()
+	if err != nil {
+		if _, serr := os.Stat(hub.PartialDir(dest)); serr == nil && !errors.Is(err, hub.ErrNoSpace) {
+			return fmt.Errorf("pull: %w\n(run the same command again to resume; \"startlux rm %s\" discards what was fetched)", err, *name)
+		}
+		return fmt.Errorf("pull: %w", err)
+	}
+	fmt.Fprintf(env.stdout, "pulled %s at commit %s into %s (%s)\n", src.Repo, short(src.Commit), dest, hub.FormatBytes(src.Bytes()))
+	if plan.Format == "" {
+		fmt.Fprintf(env.stderr, "note: %s has no decision_config.json: it is uncalibrated, and StartLux cannot run it yet "+
+			"(zero-shot use of chat checkpoints is not supported yet); \"startlux models\" lists it as not yet loadable\n", *name)
+	}
+	return nil
+}
+
+// checkModelName refuses names that cannot be a model's directory in the
+// models folder, and the embedded model's.
+func checkModelName(name string) error {
+	if name == daemon.DemoName {
+		return fmt.Errorf("%q is the embedded demo model's name", name)
+	}
+	return hub.CheckName(name)
+}
+
+// describePlan says what a pull will fetch.
+func describePlan(w io.Writer, p *hub.Plan) {
+	fmt.Fprintf(w, "%s is commit %s", p.Ref, short(p.Commit))
+	if p.Repo != p.Ref.Repo {
+		fmt.Fprintf(w, " of %s", p.Repo)
+	}
+	fmt.Fprintf(w, ": %d files, %s", len(p.Files), hub.FormatBytes(p.Bytes()))
+	if n := len(p.Skipped); n > 0 {
+		shown := p.Skipped
+		if n > 5 {
+			shown = append(shown[:4:4], "…")
+		}
+		fmt.Fprintf(w, " (%d other files left out: %s)", n, strings.Join(shown, ", "))
+	}
+	fmt.Fprintln(w)
+	c := p.Model.Config
+	kind := "no decision_config.json (uncalibrated)"
+	if p.Format != "" {
+		kind = p.Format
+	}
+	fmt.Fprintf(w, "model: %d layers, hidden size %d, vocabulary %d, %s; %s\n", c.Layers, c.Hidden, c.Vocab, p.Model.Storage(), kind)
+}
+
+// short abbreviates a commit id.
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}
+
+// pullPrinter writes a pull's progress: one updating line on a terminal,
+// plain lines (each file's end, and every few seconds) otherwise.
+type pullPrinter struct {
+	w        io.Writer
+	terminal bool
+	now      func() time.Time
+
+	started   bool
+	filesDone int
+	lastLine  time.Time
+	lineShown bool
+}
+
+// plainEvery spaces the progress lines written when stderr is not a
+// terminal.
+const plainEvery = 5 * time.Second
+
+func (pp *pullPrinter) show(p hub.Progress) {
+	if !pp.started {
+		pp.started, pp.lastLine = true, pp.now()
+		if p.Resumed > 0 {
+			fmt.Fprintf(pp.w, "resuming: %s of %s already downloaded\n", hub.FormatBytes(p.Resumed), hub.FormatBytes(p.Total))
+		}
+	}
+	switch {
+	case p.Finished:
+	case pp.terminal:
+		fmt.Fprintf(pp.w, "\r\033[K%s", progressLine(p))
+		pp.lineShown = true
+	case p.FilesDone > pp.filesDone:
+		pp.filesDone, pp.lastLine = p.FilesDone, pp.now()
+		fmt.Fprintf(pp.w, "%s: %s, done (%d of %d files)\n", p.File, hub.FormatBytes(max(p.FileSize, p.FileDone)), p.FilesDone, p.Files)
+	case pp.now().Sub(pp.lastLine) >= plainEvery:
+		pp.lastLine = pp.now()
+		fmt.Fprintln(pp.w, progressLine(p))
+	}
+}
+
+// end finishes the updating line.
+func (pp *pullPrinter) end() {
+	if pp.terminal && pp.lineShown {
+		fmt.Fprint(pp.w, "\r\033[K")
+	}
+}
+
+// progressLine is one line of progress: the file, the bytes so far and in
+// all, the rate and the time left.
+func progressLine(p hub.Progress) string {
+	var b strings.Builder
+	n := p.FilesDone + 1 // the file's number among the plan's
+	if p.FileSize >= 0 && p.FileDone >= p.FileSize {
+		n = p.FilesDone // the report that ends it
+	}
+	fmt.Fprintf(&b, "%s (%d/%d)  %s / %s", p.File, min(n, p.Files), p.Files, hub.FormatBytes(p.Done), hub.FormatBytes(p.Total))
+	if p.Total > 0 {
+		fmt.Fprintf(&b, "  %3.0f%%", 100*float64(p.Done)/float64(p.Total))
+	}
+	if p.Rate > 0 {
+		fmt.Fprintf(&b, "  %s/s", hub.FormatBytes(int64(p.Rate)))
+	}
+	if p.ETA > 0 {
+		fmt.Fprintf(&b, "  ETA %s", p.ETA.Round(time.Second))
+	}
+	return b.String()
+}
+
+// parseInterspersed parses fs's flags wherever they stand among args and
+// returns the other arguments ("--" ends the flags).
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// runRm is "startlux rm NAME": delete a model from the models folder.
+func runRm(ctx context.Context, env *cmdEnv, args []string) error {
+	dir, err := daemon.ModelsDir()
+	if err != nil {
+		return fmt.Errorf("rm: %w", err)
+	}
+	fset := clientFlagSet("rm", "usage: startlux rm NAME\n\nDeletes the model NAME from "+dir+
+		"\n(and what an interrupted pull of it left). It refuses the model the daemon serves.", env.stderr)
+	socket := socketFlag(fset)
+	pos, err := parseInterspersed(fset, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		fset.Usage()
+		return fmt.Errorf("rm: want exactly one model name, got %d arguments", len(pos))
+	}
+	name := pos[0]
+	switch {
+	case name == daemon.DemoName:
+		return fmt.Errorf("rm: %q is the embedded demo model: it is part of the binary and cannot be removed", name)
+	case strings.ContainsAny(name, `/\`):
+		return fmt.Errorf("rm: %q is a path: rm takes the name of a model in %s (\"startlux models\" lists them)", name, dir)
+	}
+	if err := hub.CheckName(name); err != nil {
+		return fmt.Errorf("rm: %w", err)
+	}
+	p := filepath.Join(dir, name)
+	fi, statErr := os.Lstat(p)
+	if statErr != nil && !errors.Is(statErr, fs.ErrNotExist) {
+		return fmt.Errorf("rm: %w", statErr)
+	}
+	if statErr == nil {
+		if err := refuseServed(ctx, *socket, p, name); err != nil {
+			return err
+		}
+		if err := removeModel(env.stdout, p, name, dir, fi); err != nil {
+			return err
+		}
+	}
+	n, err := hub.RemovePartial(p)
+	if err != nil {
+		return fmt.Errorf("rm: %w", err)
+	}
+	if n > 0 || fileExists(hub.PartialDir(p)) {
+		fmt.Fprintf(env.stdout, "removed an interrupted pull of %s (%s)\n", name, hub.FormatBytes(n))
+	} else if statErr != nil {
+		return fmt.Errorf("rm: no model %q in %s (\"startlux models\" lists them)", name, dir)
+	}
+	return nil
+}
+
+// refuseServed refuses to remove the model the daemon serves (when a
+// daemon answers).
+func refuseServed(ctx context.Context, socket, path, name string) error {
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	c, err := dialDaemon(dctx, socket)
+	if err != nil {
+		return nil // no daemon: nothing serves it
+	}
+	defer c.Close()
+	var st daemon.Status
+	if err := c.Call(dctx, daemon.MethodStatus, nil, &st); err != nil {
+		return nil
+	}
+	if st.Model.Path != "" && filepath.Clean(st.Model.Path) == filepath.Clean(path) {
+		return fmt.Errorf("rm: the daemon is serving %s: switch to another model first (\"startlux use demo\")", name)
+	}
+	return nil
+}
+
+// removeModel deletes the model at p (fi its Lstat) and says what it
+// removed; a symbolic link is removed, not what it points to.
+func removeModel(w io.Writer, p, name, dir string, fi fs.FileInfo) error {
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		target, _ := os.Readlink(p)
+		if err := os.Remove(p); err != nil {
+			return fmt.Errorf("rm: %w", err)
+		}
+		fmt.Fprintf(w, "removed %s from %s (a link to %s, which was left alone)\n", name, dir, target)
+		return nil
+	}
+	if !fi.IsDir() || !(fileExists(filepath.Join(p, "config.json")) || fileExists(filepath.Join(p, "decision_config.json")) ||
+		fileExists(filepath.Join(p, hub.SourceFile))) {
+		return fmt.Errorf("rm: %s does not look like a model (no config.json, decision_config.json or %s); it was left alone", p, hub.SourceFile)
+	}
+	what := "not pulled"
+	if src, err := hub.ReadSource(p); err == nil {
+		what = fmt.Sprintf("%s at commit %s", src.Repo, short(src.Commit))
+	}
+	size := hub.TreeSize(os.DirFS(p))
+	if err := os.RemoveAll(p); err != nil {
+		return fmt.Errorf("rm: %w", err)
+	}
+	fmt.Fprintf(w, "removed %s from %s (%s, %s)\n", name, dir, what, hub.FormatBytes(size))
+	return nil
+}
+
+// fileExists reports whether name exists (without following a final link).
+func fileExists(name string) bool {
+	_, err := os.Lstat(name)
+	return err == nil
+}
