@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/startlux/startlux/cpu"
+	"github.com/startlux/startlux/model"
+	"github.com/startlux/startlux/model/modeltest"
 	"github.com/startlux/startlux/model/safetensors"
 )
 
@@ -255,7 +257,7 @@ func TestPointerPrefixVersusRows(t *testing.T) {
 }
 
 // demoPointer writes a pointer/1 checkpoint around the trained demo model:
-// the demo as base, a random LoRA adapter on its MLP and attention output
+// the demo as base, a random LoRA adapter on its MLP's up and down
 // projections, and a random head.
 func demoPointer(t testing.TB) string {
 	t.Helper()
@@ -267,6 +269,18 @@ func demoPointer(t testing.TB) string {
 	if err := os.Symlink(src, filepath.Join(dst, "base")); err != nil {
 		t.Fatal(err)
 	}
+	cfg, err := model.ReadConfig(os.DirFS(src), src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dst, "adapter"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err = modeltest.WriteAdapter(filepath.Join(dst, "adapter"), cfg, modeltest.AdapterOptions{Rank: 4, Alpha: 8,
+		Targets: []string{"mlp.up_proj", "mlp.down_proj"}, StdB: 0.05, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
 	seed := uint64(7)
 	rnd := func(n int, std float64) []float32 {
 		v := make([]float32, n)
@@ -276,30 +290,13 @@ func demoPointer(t testing.TB) string {
 		}
 		return v
 	}
-	const H, I, r = 128, 384, 4
-	var ents []safetensors.Entry
-	for l := range 6 {
-		p := fmt.Sprintf("base_model.model.model.layers.%d.mlp.", l)
-		ents = append(ents,
-			safetensors.F32(p+"up_proj.lora_A.weight", []int{r, H}, rnd(r*H, 0.1)),
-			safetensors.F32(p+"up_proj.lora_B.weight", []int{I, r}, rnd(I*r, 0.05)),
-			safetensors.F32(p+"down_proj.lora_A.weight", []int{r, I}, rnd(r*I, 0.05)),
-			safetensors.F32(p+"down_proj.lora_B.weight", []int{H, r}, rnd(H*r, 0.05)))
-	}
-	if err := os.Mkdir(filepath.Join(dst, "adapter"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := safetensors.WriteFile(filepath.Join(dst, "adapter", "adapter_model.safetensors"), ents, nil); err != nil {
-		t.Fatal(err)
-	}
+	H := cfg.Hidden
 	write := func(name string, v any) {
 		b, _ := json.Marshal(v)
 		if err := os.WriteFile(filepath.Join(dst, name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	write("adapter/adapter_config.json", map[string]any{"peft_type": "LORA", "r": r, "lora_alpha": 8, "use_rslora": false,
-		"target_modules": []string{"up_proj", "down_proj"}, "bias": "none"})
 	err = safetensors.WriteFile(filepath.Join(dst, "head.safetensors"), []safetensors.Entry{
 		safetensors.F32("q_proj.weight", []int{32, H}, rnd(32*H, 0.15)), safetensors.F32("k_proj.weight", []int{32, H}, rnd(32*H, 0.15))}, nil)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/startlux/startlux"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/internal/work"
+	"github.com/startlux/startlux/model/modeltest"
 	"github.com/startlux/startlux/tensor"
 	"github.com/startlux/startlux/tokenizer"
 )
@@ -247,9 +248,9 @@ func writeWideDemo(dir string, layers int) error {
 	if err := json.Unmarshal(raw, &cfg); err != nil {
 		return fmt.Errorf("demo config.json: %w", err)
 	}
-	s := qwen35Small()
-	s.L, s.V = layers, cfg.Vocab
-	if _, err := writeBenchCheckpoint(dir, s, 0); err != nil {
+	c := modeltest.Qwen35Small(layers)
+	c.Vocab = cfg.Vocab
+	if _, err := modeltest.Write(dir, c, modeltest.Options{}); err != nil {
 		return err
 	}
 	entries, err := fs.ReadDir(demo, ".")

@@ -14,6 +14,8 @@ import (
 
 	"github.com/startlux/startlux"
 	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/model"
+	"github.com/startlux/startlux/model/modeltest"
 	"github.com/startlux/startlux/model/safetensors"
 	"github.com/startlux/startlux/tokenizer"
 )
@@ -147,11 +149,6 @@ func writeDemoPointer(dir string) error {
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return err
 	}
-	var cfg struct {
-		Hidden       int `json:"hidden_size"`
-		Intermediate int `json:"intermediate_size"`
-		Layers       int `json:"num_hidden_layers"`
-	}
 	err := fs.WalkDir(demo, ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
@@ -160,13 +157,12 @@ func writeDemoPointer(dir string) error {
 		if err != nil {
 			return err
 		}
-		if p == "config.json" {
-			if err := json.Unmarshal(b, &cfg); err != nil {
-				return fmt.Errorf("%s: %w", p, err)
-			}
-		}
 		return os.WriteFile(filepath.Join(base, filepath.FromSlash(p)), b, 0o644)
 	})
+	if err != nil {
+		return err
+	}
+	cfg, err := model.ReadConfig(demo, "demo-decision (embedded)")
 	if err != nil {
 		return err
 	}
@@ -180,8 +176,16 @@ func writeDemoPointer(dir string) error {
 	if err := json.Unmarshal(b, &jc); err != nil {
 		return err
 	}
-	H, I, r := cfg.Hidden, cfg.Intermediate, 4
-	seed := uint64(11)
+	ad := filepath.Join(dir, "adapter")
+	if err := os.MkdirAll(ad, 0o755); err != nil {
+		return err
+	}
+	if err := modeltest.WriteAdapter(ad, cfg, modeltest.AdapterOptions{Rank: 4, Alpha: 8,
+		Targets: []string{"mlp.up_proj", "mlp.down_proj"}, StdB: 0.02, Seed: 11}); err != nil {
+		return err
+	}
+	H := cfg.Hidden
+	seed := uint64(12)
 	rnd := func(n int, std float64) []float32 {
 		v := make([]float32, n)
 		a := std * math.Sqrt(3)
@@ -190,32 +194,12 @@ func writeDemoPointer(dir string) error {
 		}
 		return v
 	}
-	var ents []safetensors.Entry
-	for l := range cfg.Layers {
-		p := fmt.Sprintf("base_model.model.model.layers.%d.mlp.", l)
-		ents = append(ents,
-			safetensors.F32(p+"up_proj.lora_A.weight", []int{r, H}, rnd(r*H, 1/math.Sqrt(float64(H)))),
-			safetensors.F32(p+"up_proj.lora_B.weight", []int{I, r}, rnd(I*r, 0.02)),
-			safetensors.F32(p+"down_proj.lora_A.weight", []int{r, I}, rnd(r*I, 1/math.Sqrt(float64(I)))),
-			safetensors.F32(p+"down_proj.lora_B.weight", []int{H, r}, rnd(H*r, 0.02)))
-	}
-	ad := filepath.Join(dir, "adapter")
-	if err := os.MkdirAll(ad, 0o755); err != nil {
-		return err
-	}
-	if err := safetensors.WriteFile(filepath.Join(ad, "adapter_model.safetensors"), ents, map[string]string{"format": "pt"}); err != nil {
-		return err
-	}
 	write := func(name string, v any) error {
 		b, err := json.MarshalIndent(v, "", "  ")
 		if err != nil {
 			return err
 		}
 		return os.WriteFile(filepath.Join(dir, filepath.FromSlash(name)), b, 0o644)
-	}
-	if err := write("adapter/adapter_config.json", map[string]any{"peft_type": "LORA", "r": r, "lora_alpha": 8,
-		"target_modules": []string{"up_proj", "down_proj"}, "bias": "none"}); err != nil {
-		return err
 	}
 	const dp = 32
 	head := []safetensors.Entry{

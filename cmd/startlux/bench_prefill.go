@@ -2,12 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -20,7 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/startlux/startlux/model"
-	"github.com/startlux/startlux/model/safetensors"
+	"github.com/startlux/startlux/model/modeltest"
 	"github.com/startlux/startlux/tensor"
 )
 
@@ -114,7 +110,7 @@ func (b *prefillBench) run(ctx context.Context, dir string, bits int) (*prefillR
 		kind = fmt.Sprintf("%d-bit", bits)
 	}
 	t0 := time.Now()
-	params, err := writeBenchCheckpoint(dir, qwen35Small(), bits)
+	params, err := modeltest.Write(dir, modeltest.Qwen35Small(24), modeltest.Options{Bits: bits})
 	if err != nil {
 		return nil, err
 	}
@@ -231,191 +227,6 @@ func procStatus(key string) (int64, bool) {
 		}
 	}
 	return 0, false
-}
-
-// benchShape is the part of a Qwen3.5 config the benchmark varies.
-type benchShape struct {
-	H, L, I, V, NH, NKV, HD, NK, NV, DK, DV, K int
-}
-
-// qwen35Small returns the Qwen3.5-0.8B shapes (qwen35.md §1.3).
-func qwen35Small() benchShape {
-	return benchShape{H: 1024, L: 24, I: 3584, V: 248320, NH: 8, NKV: 2, HD: 256, NK: 16, NV: 16, DK: 128, DV: 128, K: 4}
-}
-
-// writeBenchCheckpoint writes config.json and model.safetensors for shape s
-// with random weights (matrices with std in^−½, as the PyTorch peer draws
-// them; F32 A_log and linear_attn.norm as in official files) and returns the
-// number of non-embedding parameters. bits 0 writes the HF layout in bf16;
-// otherwise the mlx-community layout (language_model.model.*, norms stored
-// shifted, conv [D, K, 1]) with every matrix and the embedding affine-quantised
-// to bits, group 64, bf16 scales and biases.
-func writeBenchCheckpoint(dir string, s benchShape, bits int) (int64, error) {
-	const group = 64
-	types := make([]string, s.L)
-	for i := range types {
-		types[i] = "linear_attention"
-		if (i+1)%4 == 0 {
-			types[i] = "full_attention"
-		}
-	}
-	cfg := map[string]any{
-		"architectures": []string{"Qwen3_5ForCausalLM"}, "model_type": "qwen3_5_text",
-		"hidden_size": s.H, "num_hidden_layers": s.L, "intermediate_size": s.I, "vocab_size": s.V,
-		"num_attention_heads": s.NH, "num_key_value_heads": s.NKV, "head_dim": s.HD,
-		"linear_num_key_heads": s.NK, "linear_num_value_heads": s.NV, "linear_key_head_dim": s.DK,
-		"linear_value_head_dim": s.DV, "linear_conv_kernel_dim": s.K, "rms_norm_eps": 1e-6,
-		"hidden_act": "silu", "layer_types": types, "tie_word_embeddings": true, "max_position_embeddings": 262144,
-		"rope_parameters": map[string]any{"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25},
-	}
-	prefix, shift := "model.", float32(0)
-	if bits != 0 {
-		cfg["quantization"] = map[string]any{"group_size": group, "bits": bits, "mode": "affine"}
-		prefix, shift = "language_model.model.", 1
-	}
-	cb, err := json.MarshalIndent(cfg, "", "  ")
-	if err != nil {
-		return 0, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "config.json"), cb, 0o644); err != nil {
-		return 0, err
-	}
-	seed := uint64(1)
-	var ents []safetensors.Entry
-	var params int64
-	count := func(name string, shape []int) int {
-		n := 1
-		for _, x := range shape {
-			n *= x
-		}
-		if name != prefix+"embed_tokens.weight" {
-			params += int64(n)
-		}
-		return n
-	}
-	add := func(name string, d tensor.DType, shape []int, gen func() float32) {
-		n := count(name, shape)
-		ents = append(ents, safetensors.Entry{Name: name, DType: d, Shape: shape, Stream: func(w io.Writer) error {
-			bw := &benchWriter{w: w}
-			for range n {
-				bw.put(d, gen())
-			}
-			return bw.flush()
-		}})
-	}
-	// uniform draws with the given standard deviation.
-	rnd := func(std float64) func() float32 {
-		a := std * math.Sqrt(3)
-		return func() float32 { return float32(a * (2*float64(splitmix(&seed)>>11)/(1<<53) - 1)) }
-	}
-	constant := func(v float32) func() float32 { return func() float32 { return v } }
-	mat := func(name string, out, in int, std float64) {
-		if bits == 0 {
-			add(name+".weight", tensor.BF16, []int{out, in}, rnd(std))
-			return
-		}
-		// The packed stream is written first; the scales and biases it
-		// produces (1/16 of its size or less) wait in memory for their turn.
-		count(name+".weight", []int{out, in})
-		ng := in / group
-		var sc, bi []byte
-		gen := rnd(std)
-		ents = append(ents, safetensors.Entry{Name: name + ".weight", DType: tensor.U32, Shape: []int{out, in * bits / 32},
-			Stream: func(w io.Writer) error {
-				row, packed := make([]float32, in), make([]byte, in*bits/8)
-				rs, rb := make([]float32, ng), make([]float32, ng)
-				sc, bi = make([]byte, 0, 2*out*ng), make([]byte, 0, 2*out*ng)
-				for range out {
-					for c := range row {
-						row[c] = gen()
-					}
-					model.QuantizeRow(packed, rs, rb, row, bits, group, tensor.BF16)
-					if _, err := w.Write(packed); err != nil {
-						return err
-					}
-					for g := range ng {
-						sc = binary.LittleEndian.AppendUint16(sc, tensor.F32ToBF16(rs[g]))
-						bi = binary.LittleEndian.AppendUint16(bi, tensor.F32ToBF16(rb[g]))
-					}
-				}
-				return nil
-			}},
-			safetensors.Entry{Name: name + ".scales", DType: tensor.BF16, Shape: []int{out, ng}, Stream: func(w io.Writer) error {
-				_, err := w.Write(sc)
-				sc = nil
-				return err
-			}},
-			safetensors.Entry{Name: name + ".biases", DType: tensor.BF16, Shape: []int{out, ng}, Stream: func(w io.Writer) error {
-				_, err := w.Write(bi)
-				bi = nil
-				return err
-			}})
-	}
-	lin := func(name string, out, in int) { mat(name, out, in, 1/math.Sqrt(float64(in))) }
-	mat(prefix+"embed_tokens", s.V, s.H, 0.02)
-	add(prefix+"norm.weight", tensor.BF16, []int{s.H}, constant(shift))
-	dconv, dval := 2*s.NK*s.DK+s.NV*s.DV, s.NV*s.DV
-	for i := range s.L {
-		p := fmt.Sprintf("%slayers.%d.", prefix, i)
-		add(p+"input_layernorm.weight", tensor.BF16, []int{s.H}, constant(shift))
-		add(p+"post_attention_layernorm.weight", tensor.BF16, []int{s.H}, constant(shift))
-		lin(p+"mlp.gate_proj", s.I, s.H)
-		lin(p+"mlp.up_proj", s.I, s.H)
-		lin(p+"mlp.down_proj", s.H, s.I)
-		if types[i] == "full_attention" {
-			a := p + "self_attn."
-			lin(a+"q_proj", 2*s.NH*s.HD, s.H)
-			lin(a+"k_proj", s.NKV*s.HD, s.H)
-			lin(a+"v_proj", s.NKV*s.HD, s.H)
-			lin(a+"o_proj", s.H, s.NH*s.HD)
-			add(a+"q_norm.weight", tensor.BF16, []int{s.HD}, constant(shift))
-			add(a+"k_norm.weight", tensor.BF16, []int{s.HD}, constant(shift))
-			continue
-		}
-		a := p + "linear_attn."
-		lin(a+"in_proj_qkv", dconv, s.H)
-		lin(a+"in_proj_z", dval, s.H)
-		lin(a+"in_proj_b", s.NV, s.H)
-		lin(a+"in_proj_a", s.NV, s.H)
-		conv := []int{dconv, 1, s.K}
-		if bits != 0 {
-			conv = []int{dconv, s.K, 1}
-		}
-		add(a+"conv1d.weight", tensor.BF16, conv, rnd(0.5))
-		add(a+"dt_bias", tensor.BF16, []int{s.NV}, constant(0))
-		add(a+"A_log", tensor.F32, []int{s.NV}, func() float32 {
-			return float32(math.Log(float64(splitmix(&seed)>>11)/(1<<53)*15 + 1))
-		})
-		add(a+"norm.weight", tensor.F32, []int{s.DV}, constant(1))
-		lin(a+"out_proj", s.H, dval)
-	}
-	return params, safetensors.WriteFile(filepath.Join(dir, "model.safetensors"), ents, map[string]string{"format": "pt"})
-}
-
-// benchWriter buffers element-wise writes of generated tensors.
-type benchWriter struct {
-	w   io.Writer
-	buf []byte
-	err error
-}
-
-func (b *benchWriter) put(d tensor.DType, v float32) {
-	if d == tensor.F32 {
-		b.buf = binary.LittleEndian.AppendUint32(b.buf, math.Float32bits(v))
-	} else {
-		b.buf = binary.LittleEndian.AppendUint16(b.buf, tensor.F32ToBF16(v))
-	}
-	if len(b.buf) >= 1<<16 {
-		b.flush()
-	}
-}
-
-func (b *benchWriter) flush() error {
-	if b.err == nil && len(b.buf) > 0 {
-		_, b.err = b.w.Write(b.buf)
-	}
-	b.buf = b.buf[:0]
-	return b.err
 }
 
 // splitmix advances a SplitMix64 generator.
