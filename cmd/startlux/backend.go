@@ -48,12 +48,3 @@ func openBackendThreads(name string, threads int) (tensor.Backend, error) {
 	}
 	return nil, fmt.Errorf("unknown backend %q (want auto, cpu, cpu-go, metal or metal-emu)", name)
 }
-
-// backendLabel names a backend for a benchmark's report, with its thread
-// count where it has one.
-func backendLabel(be tensor.Backend) string {
-	if t, ok := be.(interface{ Threads() int }); ok {
-		return fmt.Sprintf("%s (%d threads)", be.Name(), t.Threads())
-	}
-	return be.Name()
-}

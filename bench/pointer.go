@@ -1,15 +1,15 @@
-package main
+package bench
 
 import (
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"time"
 
 	"github.com/startlux/startlux"
@@ -20,77 +20,99 @@ import (
 	"github.com/startlux/startlux/tokenizer"
 )
 
-// benchPointer is "startlux bench pointer": one request of 8 questions about
-// one long evidence on a pointer/1 checkpoint, in the prefix form (the state
-// run once, the branches as rows from it) against the row form (the state
-// recomputed in every row), cold and warm.
-func benchPointer(ctx context.Context, env *cmdEnv, args []string) error {
-	fset := flag.NewFlagSet("bench pointer", flag.ContinueOnError)
-	fset.SetOutput(env.stderr)
-	modelDir := fset.String("model", "", "pointer/1 checkpoint `DIR` (default: one made around the embedded demo model, with a random adapter and head)")
-	iters := fset.Int("iters", 5, "timed repetitions of each measurement (the median is shown)")
-	evTokens := fset.Int("evidence-tokens", 1500, "evidence length of the request, in tokens")
-	threads := fset.Int("threads", 0, "CPU backend threads (0: all cores)")
-	backend := backendFlag(fset)
-	if err := fset.Parse(args); err != nil {
-		return err
+// PointerOptions configures Pointer.
+type PointerOptions struct {
+	// Model is a pointer/1 checkpoint directory ("": one made around the
+	// embedded demo model, with a random adapter and head).
+	Model          string
+	Iters          int // timed repetitions of each measurement (the median is shown)
+	EvidenceTokens int // evidence length of the request
+	Threads        int // CPU backend threads (0: all cores)
+}
+
+func (o *PointerOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.Model, "model", "", "pointer/1 checkpoint `DIR` (default: one made around the embedded demo model, with a random adapter and head)")
+	fs.IntVar(&o.Iters, "iters", 5, "timed repetitions of each measurement (the median is shown)")
+	fs.IntVar(&o.EvidenceTokens, "evidence-tokens", 1500, "evidence length of the request, in tokens")
+	fs.IntVar(&o.Threads, "threads", 0, "CPU backend threads (0: all cores)")
+}
+
+// PointerReport is what Pointer measured.
+type PointerReport struct {
+	Engine
+	Iters, EvidenceTokens int
+	Prefix, Row           PointerForm
+	// Diff is the largest difference between the forms' probabilities, cold
+	// and warm.
+	Diff float64
+}
+
+// PointerForm is one form's measurement: median times in milliseconds and
+// the token counts of the last cold and warm responses.
+type PointerForm struct {
+	ColdMS, WarmMS         float64
+	ColdTokens, ColdCached int
+	WarmTokens, WarmCached int
+}
+
+// Pointer measures one request of 8 questions about one long evidence on a
+// pointer/1 checkpoint, in the prefix form (the state run once, the branches
+// as rows from it) against the row form (the state recomputed in every
+// row), cold and warm. It returns the report with an error when the forms'
+// probabilities differ by more than 1e-5.
+func Pointer(ctx context.Context, env Env, o PointerOptions) (*PointerReport, error) {
+	if o.Iters < 1 || o.EvidenceTokens < 1 {
+		return nil, fmt.Errorf("--iters and --evidence-tokens must be positive")
 	}
-	if *iters < 1 || *evTokens < 1 {
-		return fmt.Errorf("bench pointer: --iters and --evidence-tokens must be positive")
-	}
-	dir := *modelDir
+	dir := o.Model
 	if dir == "" {
 		tmp, err := os.MkdirTemp("", "startlux-bench-pointer-")
 		if err != nil {
-			return fmt.Errorf("bench pointer: %w", err)
+			return nil, err
 		}
 		defer os.RemoveAll(tmp)
 		if err := writeDemoPointer(tmp); err != nil {
-			return fmt.Errorf("bench pointer: make a checkpoint: %w", err)
+			return nil, fmt.Errorf("make a checkpoint: %w", err)
 		}
 		dir = tmp
 	}
 	data, err := os.ReadFile(filepath.Join(dir, decide.ConfigFile))
 	if err != nil {
-		return fmt.Errorf("bench pointer: %w", err)
+		return nil, err
 	}
 	pc, err := decide.ParsePointerConfig(data)
 	if err != nil {
-		return fmt.Errorf("bench pointer: %s: %w", dir, err)
+		return nil, fmt.Errorf("%s: %w", dir, err)
 	}
 	tok, err := tokenizer.Load(filepath.Join(dir, filepath.FromSlash(pc.Base), "tokenizer.json"))
 	if err != nil {
-		return fmt.Errorf("bench pointer: %w", err)
+		return nil, err
 	}
-	be, err := openBackendThreads(*backend, *threads)
+	be, err := env.Open(o.Threads)
 	if err != nil {
-		return fmt.Errorf("bench pointer: %w", err)
+		return nil, err
 	}
 	prefix, err := decide.Open(dir, be, decide.Options{})
 	if err != nil {
-		return fmt.Errorf("bench pointer: %w", err)
+		return nil, err
 	}
 	defer prefix.Close()
 	rowForm, err := decide.Open(dir, be, decide.Options{RowForm: true})
 	if err != nil {
-		return fmt.Errorf("bench pointer: %w", err)
+		return nil, err
 	}
 	defer rowForm.Close()
 
-	ev, n := benchEvidence(tok, 1, *evTokens)
+	ev, n := benchEvidence(tok, 1, o.EvidenceTokens)
 	req, err := decide.ParseJSON([]byte(`{"evidence": ` + ev + `, "questions": ` + benchQuestions + `}`))
 	if err != nil {
-		return fmt.Errorf("bench pointer: %w", err)
+		return nil, err
 	}
-	info := prefix.Info()
-	w := env.stdout
-	label := *modelDir
+	label := o.Model
 	if label == "" {
 		label = "demo-decision base + random LoRA (r 4) and head (dp 32)"
 	}
-	fmt.Fprintf(w, "pointer benchmark: model %s, backend %s, GOOS/GOARCH %s/%s, preamble %d tokens\n",
-		label, backendLabel(be), runtime.GOOS, runtime.GOARCH, info.PreambleTokens)
-
+	r := &PointerReport{Engine: newEngine(label, be, prefix), Iters: o.Iters, EvidenceTokens: n}
 	type form struct {
 		name       string
 		e          *decide.Engine
@@ -98,19 +120,19 @@ func benchPointer(ctx context.Context, env *cmdEnv, args []string) error {
 		c, wr      *decide.Response
 	}
 	forms := []*form{{name: "prefix form", e: prefix}, {name: "row form", e: rowForm}}
-	for i := 0; i <= *iters; i++ { // the first round warms up and is not counted
+	for i := 0; i <= o.Iters; i++ { // the first round warms up and is not counted
 		for _, f := range forms {
 			if err := ctx.Err(); err != nil {
-				return err
+				return nil, err
 			}
 			f.e.ClearCache()
 			t0 := time.Now()
 			if f.c, err = f.e.Decide(ctx, req); err != nil {
-				return fmt.Errorf("bench pointer: %s: %w", f.name, err)
+				return nil, fmt.Errorf("%s: %w", f.name, err)
 			}
 			t1 := time.Now()
 			if f.wr, err = f.e.Decide(ctx, req); err != nil {
-				return fmt.Errorf("bench pointer: %s: %w", f.name, err)
+				return nil, fmt.Errorf("%s: %w", f.name, err)
 			}
 			t2 := time.Now()
 			if i > 0 {
@@ -119,24 +141,39 @@ func benchPointer(ctx context.Context, env *cmdEnv, args []string) error {
 			}
 		}
 	}
-	fmt.Fprintf(w, "\n8 questions about one evidence of %d tokens (median of %d):\n", n, *iters)
-	for _, f := range forms {
-		fmt.Fprintf(w, "  %-11s cold %8.2f ms  tokens %5d cached %5d   warm %8.2f ms  tokens %5d cached %5d\n",
-			f.name, median(f.cold), f.c.Tokens, f.c.CachedTokens, median(f.warm), f.wr.Tokens, f.wr.CachedTokens)
+	result := func(f *form) PointerForm {
+		return PointerForm{ColdMS: median(f.cold), WarmMS: median(f.warm),
+			ColdTokens: f.c.Tokens, ColdCached: f.c.CachedTokens, WarmTokens: f.wr.Tokens, WarmCached: f.wr.CachedTokens}
 	}
-	p, r := forms[0], forms[1]
-	fmt.Fprintf(w, "  row form ÷ prefix form: cold %.2f× (tokens %.2f×), warm %.2f× (tokens %.2f×)\n",
-		median(r.cold)/median(p.cold), float64(r.c.Tokens)/float64(p.c.Tokens),
-		median(r.warm)/median(p.warm), float64(r.wr.Tokens)/float64(p.wr.Tokens))
-	worst := 0.0
-	for _, x := range []*decide.Response{p.c, p.wr, r.wr} {
-		worst = math.Max(worst, maxDiff(x, r.c))
+	p, rf := forms[0], forms[1]
+	r.Prefix, r.Row = result(p), result(rf)
+	for _, x := range []*decide.Response{p.c, p.wr, rf.wr} {
+		r.Diff = math.Max(r.Diff, maxDiff(x, rf.c))
 	}
-	fmt.Fprintf(w, "  the forms' probabilities differ by at most %.2g\n", worst)
-	if worst > 1e-5 {
-		return fmt.Errorf("bench pointer: the prefix and row forms differ by %.2g in probability (want ≤ 1e-5)", worst)
+	if r.Diff > 1e-5 {
+		return r, fmt.Errorf("the prefix and row forms differ by %.2g in probability (want ≤ 1e-5)", r.Diff)
 	}
-	return nil
+	return r, nil
+}
+
+// Print writes the report.
+func (r *PointerReport) Print(w io.Writer) error {
+	p := &printer{w: w}
+	r.Engine.print(p, "pointer")
+	p.printf("\n8 questions about one evidence of %d tokens (median of %d):\n", r.EvidenceTokens, r.Iters)
+	for _, f := range []struct {
+		name string
+		f    PointerForm
+	}{{"prefix form", r.Prefix}, {"row form", r.Row}} {
+		p.printf("  %-11s cold %8.2f ms  tokens %5d cached %5d   warm %8.2f ms  tokens %5d cached %5d\n",
+			f.name, f.f.ColdMS, f.f.ColdTokens, f.f.ColdCached, f.f.WarmMS, f.f.WarmTokens, f.f.WarmCached)
+	}
+	pf, rf := r.Prefix, r.Row
+	p.printf("  row form ÷ prefix form: cold %.2f× (tokens %.2f×), warm %.2f× (tokens %.2f×)\n",
+		rf.ColdMS/pf.ColdMS, float64(rf.ColdTokens)/float64(pf.ColdTokens),
+		rf.WarmMS/pf.WarmMS, float64(rf.WarmTokens)/float64(pf.WarmTokens))
+	p.printf("  the forms' probabilities differ by at most %.2g\n", r.Diff)
+	return p.err
 }
 
 // writeDemoPointer writes a pointer/1 checkpoint into dir: the embedded demo
