@@ -9,6 +9,7 @@ import (
 	"runtime/pprof"
 	"strings"
 
+	"github.com/startlux/startlux/backends"
 	"github.com/startlux/startlux/bench"
 	"github.com/startlux/startlux/tensor"
 )
@@ -81,7 +82,7 @@ func runBenchmark(ctx context.Context, env *cmdEnv, b bench.Benchmark, args []st
 		return fmt.Errorf("bench %s: unexpected argument %q", b.Name, fs.Arg(0))
 	}
 	r, err := run(ctx, bench.Env{Log: env.stderr, Open: func(threads int) (tensor.Backend, error) {
-		return openBackendThreads(*backend, threads)
+		return backends.Open(*backend, threads)
 	}})
 	if r != nil {
 		if perr := r.Print(env.stdout); perr != nil && err == nil {
