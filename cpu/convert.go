@@ -102,27 +102,32 @@ func f32FromBytes(dst []float32, src []byte) {
 }
 
 // dequantRow widens columns [c0, c1) of row r of an MLX affine-quantised
-// weight into dst; c0 is a multiple of the group size.
+// weight into dst; c0 is a multiple of the group size. Only the scales and
+// biases of those columns' groups are widened, a stack buffer's worth at a
+// time, so that nothing is allocated however wide the row.
 func dequantRow(w *tensor.Weight, r, c0, c1 int, dst []float32) {
 	q := w.Quant
 	gs := q.Group
-	g0, g1 := c0/gs, (c1+gs-1)/gs
-	var sb [2 * 256]float32
-	var sc, bi []float32
-	if ng := w.Cols() / gs; ng <= 256 {
-		sc, bi = sb[:ng], sb[256:256+ng]
-	} else {
-		sc, bi = make([]float32, ng), make([]float32, ng)
-	}
-	q.Scales.Row(r, sc)
-	q.Biases.Row(r, bi)
+	var sc, bi [256]float32
 	rb := w.RowBytes()
 	src := w.Data[r*rb : (r+1)*rb]
+	for ga, gEnd := c0/gs, (c1+gs-1)/gs; ga < gEnd; ga += len(sc) {
+		gb := min(gEnd, ga+len(sc))
+		convertTile(q.Scales, r, r+1, ga, gb, sc[:gb-ga])
+		convertTile(q.Biases, r, r+1, ga, gb, bi[:gb-ga])
+		dequantGroups(src, q.Bits, gs, ga, gb, c0, c1, sc[:gb-ga], bi[:gb-ga], dst)
+	}
+}
+
+// dequantGroups widens groups [g0, g1) of a quantised row's packed bytes
+// src, clipped to columns [c0, c1), into dst (which starts at column c0),
+// with the groups' scales sc and biases bi.
+func dequantGroups(src []byte, bits, gs, g0, g1, c0, c1 int, sc, bi, dst []float32) {
 	for g := g0; g < g1; g++ {
-		s, b := sc[g], bi[g]
+		s, b := sc[g-g0], bi[g-g0]
 		gc0 := g * gs
 		d := dst[gc0-c0 : min(c1, gc0+gs)-c0]
-		switch q.Bits {
+		switch bits {
 		case 8:
 			p := src[gc0 : gc0+len(d)]
 			for c := range d {
@@ -146,7 +151,7 @@ func dequantRow(w *tensor.Weight, r, c0, c1 int, dst []float32) {
 			}
 		default:
 			for c := range d {
-				d[c] = s*float32(tensor.Unpack(src, q.Bits, gc0+c)) + b
+				d[c] = s*float32(tensor.Unpack(src, bits, gc0+c)) + b
 			}
 		}
 	}

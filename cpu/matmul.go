@@ -134,7 +134,7 @@ var littleEndian = func() bool {
 // into blocks of about rowBlock, each one sgemm against the whole weight:
 // for the small models' narrow matrices, splitting the weight's rows instead
 // left each call too little work per packed element of x.
-var (
+const (
 	smallWeight = 1 << 18
 	smallRows   = 256
 	rowBlock    = 512

@@ -12,10 +12,19 @@
 // weights [D, K, 1]). MoE checkpoints, YaRN rope and malformed files are
 // refused with errors naming the file, the tensor or field, and the problem.
 //
-// The graph is written once against tensor.Backend. Forward runs several
-// right-padded rows as one batch, each optionally after a prefix State
-// (which is only read), and returns the final normed hidden states at chosen
-// positions, or their logits against a chosen set of LM-head rows. Prefill
-// turns a prefix into a reusable State (attention K/V, DeltaNet conv and
-// recurrent state), and can resume from one.
+// The graph is written once against tensor.Backend, layer by layer as
+// qwen35.md §6 gives it: a decoder layer (layer.go) is a mixer, full
+// attention (attention.go) or Gated DeltaNet (deltanet.go), and a SwiGLU
+// MLP, each around a pre-norm residual; each mixer keeps its own part of a
+// State (keys and values, or conv and recurrent state). Config.Tensors lists
+// every tensor a checkpoint holds, by logical name, shape and role, from the
+// same table the loader binds.
+//
+// Forward runs several right-padded rows as one batch, each optionally
+// after a prefix State (which is only read), and returns the final normed
+// hidden states at chosen positions, or their logits against a chosen set of
+// LM-head rows; its last layer runs past the mixer only for those positions.
+// Prefill turns a prefix into a reusable State (attention K/V, DeltaNet conv
+// and recurrent state), and can resume from one; its last layer runs only
+// what makes the state.
 package model

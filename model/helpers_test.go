@@ -64,10 +64,7 @@ func stateBits(t testing.TB, s *State) [][]uint32 {
 	t.Helper()
 	var out [][]uint32
 	for _, l := range s.layers {
-		for _, x := range []tensor.Tensor{l.k, l.v, l.conv, l.rec} {
-			if x == nil {
-				continue
-			}
+		for _, x := range l.tensors() {
 			v := make([]float32, x.Len())
 			if err := s.m.be.Read(context.Background(), x, 0, v); err != nil {
 				t.Fatal(err)
@@ -152,4 +149,14 @@ func forwardLogits(t testing.TB, m *Model, ids []int32) []float32 {
 		t.Fatal(err)
 	}
 	return out[0]
+}
+
+// weightNamed returns the model's weight of the given logical name, or nil.
+func weightNamed(m *Model, name string) *tensor.Weight {
+	for _, ref := range m.weights() {
+		if ref.Name == name {
+			return *ref.w
+		}
+	}
+	return nil
 }

@@ -51,19 +51,6 @@ type Model struct {
 	zeros     []float32 // a zero buffer for clearing recurrent state
 }
 
-// layer holds one decoder layer's weights. Full-attention layers use q..kNorm,
-// DeltaNet layers qkv..out.
-type layer struct {
-	linear             bool
-	inNorm, postNorm   *tensor.Weight
-	gate, up, down     *tensor.Weight
-	q, k, v, o         *tensor.Weight
-	qNorm, kNorm       *tensor.Weight
-	qkv, z, b, a, conv *tensor.Weight
-	dtBias, aLog, norm *tensor.Weight
-	out                *tensor.Weight
-}
-
 // Load reads a checkpoint directory (config.json + safetensors, HF or VL-wrapper names) onto backend be.
 // The safetensors files are mmap'd and weights stay views over them until Close.
 func Load(dir string, be tensor.Backend, opts LoadOptions) (*Model, error) {
@@ -75,6 +62,21 @@ func Load(dir string, be tensor.Backend, opts LoadOptions) (*Model, error) {
 // startlux.DemoModel()); tensors are read into memory instead of mmap'd. name is shown in errors and status.
 func LoadFS(fsys fs.FS, name string, be tensor.Backend, opts LoadOptions) (*Model, error) {
 	return load(fsSource{fsys: fsys, name: name}, name, be, opts)
+}
+
+// ReadConfig reads the text configuration of the checkpoint at the root of
+// fsys, without its weights; name is shown in errors.
+func ReadConfig(fsys fs.FS, name string) (Config, error) {
+	src := fsSource{fsys: fsys, name: name}
+	data, err := src.readFile("config.json")
+	if err != nil {
+		return Config{}, fmt.Errorf("read config of %s: %w", name, err)
+	}
+	c, _, err := parseConfig(src.display("config.json"), data)
+	if err != nil {
+		return Config{}, fmt.Errorf("read config of %s: %w", name, err)
+	}
+	return c, nil
 }
 
 // source abstracts where checkpoint files come from.
@@ -219,67 +221,26 @@ func (m *Model) openFiles(src source) (all map[string]stored, index string, err 
 	return all, index, nil
 }
 
-// bind resolves every weight the graph uses.
+// bind resolves every weight the graph uses. A checkpoint without an LM
+// head is tied whatever its config says.
 func (m *Model) bind(r *resolver) error {
 	c := &m.Config
-	H, I := c.Hidden, c.Intermediate
-	var err error
-	get := func(name string, shape ...int) *tensor.Weight {
-		if err != nil {
-			return nil
-		}
-		var w *tensor.Weight
-		w, err = r.weight(name, shape)
-		return w
-	}
 	m.normShift = r.normShift
-	m.embed = get("embed_tokens.weight", c.Vocab, H)
-	m.finalNorm = get("norm.weight", H)
-	if err != nil {
-		return err
-	}
 	if !r.hasHead() {
 		c.Tied = true
 	}
+	m.layers = newLayers(c)
+	for _, ref := range m.weights() {
+		w, err := r.weight(ref.Name, ref.wanted())
+		if err != nil {
+			return err
+		}
+		*ref.w = w
+	}
 	if c.Tied {
 		m.head = m.embed
-	} else {
-		m.head = get(lmHead, c.Vocab, H)
 	}
-	m.layers = make([]layer, c.Layers)
-	dkey, dval := c.NK*c.DK, c.NV*c.DV
-	dconv := 2*dkey + dval
-	for i := range m.layers {
-		l := &m.layers[i]
-		p := fmt.Sprintf("layers.%d.", i)
-		l.linear = c.Linear[i]
-		l.inNorm = get(p+"input_layernorm.weight", H)
-		l.postNorm = get(p+"post_attention_layernorm.weight", H)
-		l.gate = get(p+"mlp.gate_proj.weight", I, H)
-		l.up = get(p+"mlp.up_proj.weight", I, H)
-		l.down = get(p+"mlp.down_proj.weight", H, I)
-		if l.linear {
-			a := p + "linear_attn."
-			l.qkv = get(a+"in_proj_qkv.weight", dconv, H)
-			l.z = get(a+"in_proj_z.weight", dval, H)
-			l.b = get(a+"in_proj_b.weight", c.NV, H)
-			l.a = get(a+"in_proj_a.weight", c.NV, H)
-			l.conv = get(a+"conv1d.weight", dconv, convTaps, c.ConvK)
-			l.dtBias = get(a+"dt_bias", c.NV)
-			l.aLog = get(a+"A_log", c.NV)
-			l.norm = get(a+"norm.weight", c.DV)
-			l.out = get(a+"out_proj.weight", H, dval)
-		} else {
-			a := p + "self_attn."
-			l.q = get(a+"q_proj.weight", 2*c.Heads*c.HeadDim, H)
-			l.k = get(a+"k_proj.weight", c.KVHeads*c.HeadDim, H)
-			l.v = get(a+"v_proj.weight", c.KVHeads*c.HeadDim, H)
-			l.o = get(a+"o_proj.weight", H, c.Heads*c.HeadDim)
-			l.qNorm = get(a+"q_norm.weight", c.HeadDim)
-			l.kNorm = get(a+"k_norm.weight", c.HeadDim)
-		}
-	}
-	return err
+	return nil
 }
 
 // Name returns the name the model was loaded under (its directory, or the
@@ -324,25 +285,11 @@ func (m *Model) Embedding() *tensor.Weight { return m.embed }
 // WeightBytes returns the stored bytes of every weight the model uses.
 func (m *Model) WeightBytes() int64 {
 	var n int64
-	add := func(w *tensor.Weight) {
-		if w == nil {
-			return
-		}
+	for _, ref := range m.weights() {
+		w := *ref.w
 		n += int64(len(w.Data))
 		if w.Quant != nil {
 			n += int64(len(w.Quant.Scales.Data) + len(w.Quant.Biases.Data))
-		}
-	}
-	add(m.embed)
-	if m.head != m.embed {
-		add(m.head)
-	}
-	add(m.finalNorm)
-	for i := range m.layers {
-		l := &m.layers[i]
-		for _, w := range []*tensor.Weight{l.inNorm, l.postNorm, l.gate, l.up, l.down, l.q, l.k, l.v, l.o, l.qNorm, l.kNorm,
-			l.qkv, l.z, l.b, l.a, l.conv, l.dtBias, l.aLog, l.norm, l.out} {
-			add(w)
 		}
 	}
 	return n

@@ -206,7 +206,7 @@ func TestStoredForms(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer m.Close()
-			if d := m.layers[0].gate.DType; d != c.dtype {
+			if d := m.layers[0].mlp.gate.DType; d != c.dtype {
 				t.Errorf("weights kept as %s, want %s", d, c.dtype)
 			}
 			got := outputs(t, m)

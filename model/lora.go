@@ -20,6 +20,18 @@ const (
 	AdapterWeightsFile = "adapter_model.safetensors"
 )
 
+// peftPrefix starts the name of every tensor of a PEFT adapter, before the
+// stored key of the tensor it adapts.
+const peftPrefix = "base_model.model."
+
+// LoRAKeys returns the names PEFT gives the lora_A and lora_B tensors of an
+// adapter on the checkpoint tensor stored under key
+// ("model.layers.3.mlp.up_proj.weight").
+func LoRAKeys(key string) (a, b string) {
+	stem := peftPrefix + strings.TrimSuffix(key, ".weight")
+	return stem + ".lora_A.weight", stem + ".lora_B.weight"
+}
+
 // Adapter is a PEFT LoRA adapter (adapter_config.json and
 // adapter_model.safetensors) ready to be merged into a base checkpoint by
 // [Load] or [LoadFS] (see [LoadOptions.Adapter]). Only plain LoRA on linear
@@ -216,7 +228,7 @@ func (a *Adapter) pairUp() error {
 		if ta.Shape[0] != a.Rank || tb.Shape[1] != a.Rank {
 			return fmt.Errorf("%s: %s is %v and its lora_B %v, want rank r = %d", a.file.Name, n, ta.Shape, tb.Shape, a.Rank)
 		}
-		target := strings.Replace(stem, "base_model.model.", "", 1) + ".weight"
+		target := strings.Replace(stem, peftPrefix, "", 1) + ".weight"
 		a.pairs = append(a.pairs, loraPair{stem: stem, target: target, a: ta, b: tb})
 	}
 	for stem := range bs {

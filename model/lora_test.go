@@ -91,14 +91,12 @@ func TestLoRAScale(t *testing.T) {
 	factor := 8.0 / 4 * scale
 	checked := 0
 	for i := range m.layers {
-		l, p := &m.layers[i], &plain.layers[i]
-		for _, c := range []struct {
-			name     string
-			got, was *tensor.Weight
-		}{
-			{"mlp.up_proj", l.up, p.up}, {"mlp.down_proj", l.down, p.down}, {"self_attn.q_proj", l.q, p.q},
-			{"linear_attn.in_proj_qkv", l.qkv, p.qkv}, {"linear_attn.in_proj_b", l.b, p.b},
-		} {
+		for _, name := range []string{"mlp.up_proj", "mlp.down_proj", "self_attn.q_proj", "linear_attn.in_proj_qkv", "linear_attn.in_proj_b"} {
+			key := "layers." + strconv.Itoa(i) + "." + name + ".weight"
+			c := struct {
+				name     string
+				got, was *tensor.Weight
+			}{name, weightNamed(m, key), weightNamed(plain, key)}
 			if c.got == nil {
 				continue
 			}

@@ -22,7 +22,7 @@ func TestMLXQuantised(t *testing.T) {
 			if m.normShift != 0 {
 				t.Errorf("norm shift %v, want 0 for pre-shifted MLX norms", m.normShift)
 			}
-			if m.embed.Quant == nil || m.layers[0].gate.Quant == nil {
+			if m.embed.Quant == nil || m.layers[0].mlp.gate.Quant == nil {
 				t.Fatal("quantised weights not recognised")
 			}
 			if m.embed.DType != tensor.U32 {

@@ -16,27 +16,62 @@ const lmHead = "lm_head.weight"
 // [D, 1, K]; the resolver accepts HF [D, 1, K], MLX [D, K, 1] and [D, K].
 const convTaps = -1
 
-// A layout is a checkpoint's naming scheme: the prefix of the text model's
-// tensors and the key of the untied head.
-type layout struct {
-	name   string
+// Layout is a checkpoint's tensor naming scheme (qwen35.md §2.1–2.2).
+type Layout string
+
+// The layouts Load recognises, from the tensors themselves.
+const (
+	// LayoutHF is Hugging Face's text model: model.*, lm_head.weight.
+	LayoutHF Layout = "hf"
+	// LayoutVL is the multimodal wrapper: model.language_model.*,
+	// lm_head.weight (the vision tower is ignored).
+	LayoutVL Layout = "hf-vl"
+	// LayoutMLX is mlx-community's conversion: language_model.model.*,
+	// language_model.lm_head.weight, zero-centred norms stored shifted by
+	// one and the conv weight as [D, K, 1].
+	LayoutMLX Layout = "mlx"
+)
+
+// Key returns the key under which a checkpoint of layout l stores the
+// tensor of the given logical name (a TensorSpec's Name).
+func (l Layout) Key(name string) string {
+	for _, s := range layouts {
+		if s.name == l {
+			return s.key(name)
+		}
+	}
+	return name
+}
+
+// layoutKeys is a layout's keys: the prefix of the text model's tensors and
+// the key of the untied head.
+type layoutKeys struct {
+	name   Layout
 	prefix string
 	head   string
 }
 
-// The layouts a checkpoint may use (qwen35.md §2.1–2.2). Detection tries
-// them in this order by the embedding's key.
-var layouts = []layout{
-	{name: "hf-vl", prefix: "model.language_model.", head: "lm_head.weight"},
-	{name: "mlx", prefix: "language_model.model.", head: "language_model.lm_head.weight"},
-	{name: "hf", prefix: "model.", head: "lm_head.weight"},
+// key returns the stored key of a logical tensor name.
+func (l layoutKeys) key(name string) string {
+	if name == lmHead {
+		return l.head
+	}
+	return l.prefix + name
+}
+
+// The layouts a checkpoint may use. Detection tries them in this order by
+// the embedding's key.
+var layouts = []layoutKeys{
+	{name: LayoutVL, prefix: "model.language_model.", head: "lm_head.weight"},
+	{name: LayoutMLX, prefix: "language_model.model.", head: "language_model.lm_head.weight"},
+	{name: LayoutHF, prefix: "model.", head: "lm_head.weight"},
 }
 
 // resolver maps the graph's logical tensor names (relative to the layout
 // prefix: "layers.3.mlp.up_proj.weight") to checked weight views.
 type resolver struct {
 	all     map[string]stored
-	lay     layout
+	lay     layoutKeys
 	quant   *quantSpec
 	missing string // the file a missing tensor is reported against
 	// normShift is 1 when zero-centred norms are stored as offsets (HF), 0
@@ -76,7 +111,7 @@ func newResolver(all map[string]stored, quant *quantSpec, missing string) (*reso
 			break
 		}
 	}
-	if r.lay.name == "mlx" && !r.anyConv() {
+	if r.lay.name == LayoutMLX && !r.anyConv() {
 		r.normShift = 0
 	}
 	for k, s := range all {
@@ -111,12 +146,7 @@ func ignored(k string) bool {
 		strings.HasPrefix(k, "mtp.") || strings.Contains(k, ".mtp.")
 }
 
-func (r *resolver) key(name string) string {
-	if name == lmHead {
-		return r.lay.head
-	}
-	return r.lay.prefix + name
-}
+func (r *resolver) key(name string) string { return r.lay.key(name) }
 
 func (r *resolver) hasHead() bool {
 	_, ok := r.all[r.lay.head]

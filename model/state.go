@@ -11,12 +11,11 @@ type State struct {
 	freed  bool
 }
 
-// layerState is one layer's part of a State: k and v ([n, KVHeads, HeadDim],
-// token-major) for a full-attention layer; conv ([ConvK−1, Dconv], oldest
-// first) and rec ([NV, DK, DV] float32) for a DeltaNet layer.
-type layerState struct {
-	k, v      tensor.Tensor
-	conv, rec tensor.Tensor
+// layerState is one layer's part of a State: *kvState for a full-attention
+// layer, *recurrentState for a DeltaNet layer.
+type layerState interface {
+	// tensors returns the backend tensors the state holds.
+	tensors() []tensor.Tensor
 }
 
 // Len returns the number of positions the state covers.
@@ -27,6 +26,24 @@ func (s *State) Len() int {
 	return s.n
 }
 
+// kv returns full-attention layer i's part of the state, or nil when the
+// state covers no positions.
+func (s *State) kv(i int) *kvState {
+	if s.Len() == 0 {
+		return nil
+	}
+	return s.layers[i].(*kvState)
+}
+
+// recurrent returns DeltaNet layer i's part of the state, or nil when the
+// state covers no positions.
+func (s *State) recurrent(i int) *recurrentState {
+	if s.Len() == 0 {
+		return nil
+	}
+	return s.layers[i].(*recurrentState)
+}
+
 // Bytes returns the backend memory the state holds.
 func (s *State) Bytes() int64 {
 	if s == nil || s.freed {
@@ -34,7 +51,7 @@ func (s *State) Bytes() int64 {
 	}
 	var n int64
 	for _, l := range s.layers {
-		for _, t := range []tensor.Tensor{l.k, l.v, l.conv, l.rec} {
+		for _, t := range l.tensors() {
 			if t != nil {
 				n += 4 * int64(t.Len())
 			}
@@ -55,4 +72,20 @@ func (s *State) Free() {
 		return
 	}
 	s.freeLocked()
+}
+
+// freeLocked frees a state while the caller holds the model's lock.
+func (s *State) freeLocked() {
+	for _, l := range s.layers {
+		if l == nil {
+			continue // a pass that failed before reaching the layer
+		}
+		for _, t := range l.tensors() {
+			if t != nil {
+				s.m.be.Free(t)
+			}
+		}
+	}
+	s.layers = nil
+	s.freed = true
 }

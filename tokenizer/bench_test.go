@@ -4,6 +4,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/startlux/startlux/tokenizer/tokenizertest"
 )
 
 func goldenTexts(b *testing.B, name string) ([]string, int) {
@@ -17,7 +19,7 @@ func goldenTexts(b *testing.B, name string) ([]string, int) {
 	return texts, n
 }
 
-var mixedOnce = sync.OnceValue(func() string { return MixedText(1_000_000) })
+var mixedOnce = sync.OnceValue(func() string { return tokenizertest.MixedText(1_000_000) })
 
 // BenchmarkEncodeGolden encodes the golden corpus (369 strings, 60 kB) with
 // the real Qwen3 vocabulary; MB/s is input text.

@@ -8,23 +8,14 @@ import (
 	"os"
 	"runtime/pprof"
 	"strings"
-	"time"
 
-	"github.com/startlux/startlux/tokenizer"
+	"github.com/startlux/startlux/backends"
+	"github.com/startlux/startlux/bench"
+	"github.com/startlux/startlux/tensor"
 )
 
-// benchmarks lists the subcommands of startlux bench, in the order "all" runs
-// them.
-func benchmarks() []command {
-	return []command{
-		{"prefill", "Qwen3.5-0.8B-shaped prefill: tok/s and GFLOP/s against the machine's sgemm", benchPrefill},
-		{"decide", "the demo model: cold vs warm evidence, decide_batch vs one by one", benchDecide},
-		{"pointer", "pointer/1: prefix form vs row form, cold and warm", benchPointer},
-		{"serve", "the daemon over its socket: throughput, p50/p99, overhead against in-process", benchServe},
-		{"tokenize", "encode throughput of the real Qwen3 vocabulary", benchTokenize},
-	}
-}
-
+// runBench is "startlux bench": it runs the benchmarks of package bench
+// from their flags and prints their reports.
 func runBench(ctx context.Context, env *cmdEnv, args []string) error {
 	if profile, rest, ok := cpuProfileArg(args); ok {
 		if profile == "" {
@@ -48,8 +39,8 @@ func runBench(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(env.stderr, "usage: startlux bench [--cpuprofile FILE] <benchmark|all> [flags]\n\nbenchmarks:")
-		for _, b := range benchmarks() {
-			fmt.Fprintf(env.stderr, "  %-9s %s\n", b.name, b.summary)
+		for _, b := range bench.All() {
+			fmt.Fprintf(env.stderr, "  %-9s %s\n", b.Name, b.Summary)
 		}
 		if len(args) == 0 {
 			return errors.New("bench: no benchmark named")
@@ -57,20 +48,51 @@ func runBench(ctx context.Context, env *cmdEnv, args []string) error {
 		return flag.ErrHelp
 	}
 	if args[0] == "all" {
-		for _, b := range benchmarks() {
-			fmt.Fprintf(env.stdout, "== bench %s\n", b.name)
-			if err := b.run(ctx, env, nil); err != nil {
-				return fmt.Errorf("bench %s: %w", b.name, err)
+		for _, b := range bench.All() {
+			fmt.Fprintf(env.stdout, "== bench %s\n", b.Name)
+			if err := runBenchmark(ctx, env, b, nil); err != nil {
+				return err
 			}
 		}
 		return nil
 	}
-	for _, b := range benchmarks() {
-		if b.name == args[0] {
-			return b.run(ctx, env, args[1:])
+	for _, b := range bench.All() {
+		if b.Name == args[0] {
+			return runBenchmark(ctx, env, b, args[1:])
 		}
 	}
 	return fmt.Errorf("bench: unknown benchmark %q", args[0])
+}
+
+// runBenchmark parses b's flags (and --backend, where it takes one) from
+// args, runs it and prints its report, also when the run returns an error
+// about its results.
+func runBenchmark(ctx context.Context, env *cmdEnv, b bench.Benchmark, args []string) error {
+	fs := flag.NewFlagSet("bench "+b.Name, flag.ContinueOnError)
+	fs.SetOutput(env.stderr)
+	run := b.Flags(fs)
+	backend := new(string)
+	if b.UsesBackend {
+		backend = backendFlag(fs)
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		return fmt.Errorf("bench %s: unexpected argument %q", b.Name, fs.Arg(0))
+	}
+	r, err := run(ctx, bench.Env{Log: env.stderr, Open: func(threads int) (tensor.Backend, error) {
+		return backends.Open(*backend, threads)
+	}})
+	if r != nil {
+		if perr := r.Print(env.stdout); perr != nil && err == nil {
+			err = perr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("bench %s: %w", b.Name, err)
+	}
+	return nil
 }
 
 // cpuProfileArg reads a leading --cpuprofile FILE (or -cpuprofile, or
@@ -91,36 +113,4 @@ func cpuProfileArg(args []string) (file string, rest []string, ok bool) {
 		return "", nil, true
 	}
 	return args[1], args[2:], true
-}
-
-// benchTokenize measures single-goroutine encode throughput on the golden
-// tokenizer strings and on 1 MB of mixed text.
-func benchTokenize(ctx context.Context, env *cmdEnv, args []string) error {
-	fs := flag.NewFlagSet("bench tokenize", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
-	path := fs.String("tokenizer", "testdata/qwen3-tokenizer/tokenizer.json.gz", "tokenizer.json (or .json.gz) to measure")
-	dur := fs.Duration("time", 3*time.Second, "how long to measure each text")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	tok, err := tokenizer.Load(*path)
-	if err != nil {
-		return err
-	}
-	mixed := tokenizer.MixedText(1 << 20)
-	lines := strings.Split(mixed, "\n")
-	for _, c := range []struct {
-		name  string
-		texts []string
-	}{
-		{"1 MB mixed text, as one string", []string{mixed}},
-		{"1 MB mixed text, paragraph by paragraph", lines},
-	} {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		mb := tokenizer.BenchEncode(tok, c.texts, *dur)
-		fmt.Fprintf(env.stdout, "tokenize %s: %.1f MB/s (one goroutine)\n", c.name, mb)
-	}
-	return nil
 }

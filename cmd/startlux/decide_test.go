@@ -73,7 +73,7 @@ func TestDecideBadInput(t *testing.T) {
 // TestBenchDecideSmoke runs the decide benchmark at a tiny size, on the
 // demo model and on a one-layer checkpoint of the 0.8B shapes
 // (--wide-layers): it checks the report is produced and that results do not
-// depend on the prefix plan or batching (benchDecide fails otherwise). It
+// depend on the prefix plan or batching (the benchmark fails otherwise). It
 // measures nothing.
 func TestBenchDecideSmoke(t *testing.T) {
 	tests := []struct {
@@ -89,7 +89,7 @@ func TestBenchDecideSmoke(t *testing.T) {
 			var out bytes.Buffer
 			env := &cmdEnv{stdin: strings.NewReader(""), stdout: &out, stderr: &out}
 			args := append([]string{"--iters", "1", "--requests", "3", "--evidence-tokens", "300"}, tc.args...)
-			if err := benchDecide(context.Background(), env, args); err != nil {
+			if err := run(context.Background(), env, append([]string{"bench", "decide"}, args...)); err != nil {
 				t.Fatalf("%v\n%s", err, out.String())
 			}
 			for _, want := range append([]string{"cold", "warm", "ideal", "by work", "GFLOP/s", "one by one", "decide_batch"}, tc.want...) {
@@ -101,7 +101,7 @@ func TestBenchDecideSmoke(t *testing.T) {
 	}
 	var out bytes.Buffer
 	env := &cmdEnv{stdin: strings.NewReader(""), stdout: &out, stderr: &out}
-	if err := benchDecide(context.Background(), env, []string{"--wide-layers", "2", "--model", "x"}); err == nil || !strings.Contains(err.Error(), "exclude") {
+	if err := run(context.Background(), env, []string{"bench", "decide", "--wide-layers", "2", "--model", "x"}); err == nil || !strings.Contains(err.Error(), "exclude") {
 		t.Errorf("--wide-layers with --model: err %v", err)
 	}
 }

@@ -261,7 +261,7 @@ var benchServeArgs = flag.String("bench-serve-args", "--requests 12 --clients 3 
 func TestBenchServeRuns(t *testing.T) {
 	var out, errOut bytes.Buffer
 	env := &cmdEnv{stdout: &out, stderr: &errOut}
-	if err := benchServe(context.Background(), env, strings.Fields(*benchServeArgs)); err != nil {
+	if err := run(context.Background(), env, append([]string{"bench", "serve"}, strings.Fields(*benchServeArgs)...)); err != nil {
 		t.Fatalf("%v (%s)", err, errOut.String())
 	}
 	t.Log("\n" + out.String())

@@ -1,32 +1,11 @@
-package tokenizer
+// Package tokenizertest holds text for tokenizer tests and benchmarks.
+package tokenizertest
 
 import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"time"
 )
-
-// BenchEncode encodes texts one after another, over and over, on the calling
-// goroutine for at least dur (and at least one full pass), and returns the
-// throughput in MB/s of input text (1 MB = 10⁶ bytes). The tokenizer's cache
-// is warmed by an untimed first pass, so the figure is the steady state.
-func BenchEncode(t *Tokenizer, texts []string, dur time.Duration) (mbPerSec float64) {
-	for _, s := range texts {
-		t.Encode(s)
-	}
-	var n int64
-	start := time.Now()
-	for {
-		for _, s := range texts {
-			t.Encode(s)
-			n += int64(len(s))
-		}
-		if el := time.Since(start); el >= dur {
-			return float64(n) / el.Seconds() / 1e6
-		}
-	}
-}
 
 // MixedText returns about n bytes of deterministic mixed text for
 // benchmarks: English prose, source code, JSON, numbers, Chinese, Japanese,

@@ -1,9 +1,11 @@
-package main
+package bench
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -29,29 +31,43 @@ var benchServeRequests = []string{
 	`{"evidence":{"items":[{"name":"battery","qty":1},{"name":"kiwi","qty":14}]},"questions":{"q0":{"type":"score","instructions":"How many items are out of stock?","criteria":["none","one","two or more"]}}}`,
 }
 
-// benchServe is "startlux bench serve": throughput and latency of decisions
-// through the socket of an in-process daemon, for one client and for many
-// concurrent ones, against calling the engine in-process.
-func benchServe(ctx context.Context, env *cmdEnv, args []string) error {
-	fs := flag.NewFlagSet("bench serve", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
-	modelDir := fs.String("model", "", "checkpoint `DIR` (default: the embedded demo model)")
-	n := fs.Int("requests", 300, "requests per measurement")
-	clients := fs.Int("clients", 16, "concurrent clients of the many-clients measurement")
-	maxBatch := fs.Int("max-batch", 0, "the daemon's --max-batch (0: its default)")
-	backend := backendFlag(fs)
-	rounds := fs.Int("rounds", 3, "rounds of measurement (medians are shown); in-process and one-client calls alternate request by request")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if *n < 1 || *clients < 1 || *rounds < 1 {
-		return fmt.Errorf("bench serve: --requests, --clients and --rounds must be positive")
-	}
+// ServeOptions configures Serve.
+type ServeOptions struct {
+	Model    string // checkpoint directory ("": the embedded demo model)
+	Requests int    // requests per measurement
+	Clients  int    // concurrent clients of the many-clients measurement
+	MaxBatch int    // the daemon's --max-batch (0: its default)
+	// Rounds of measurement (medians are shown); in-process and one-client
+	// calls alternate request by request.
+	Rounds int
+}
 
+func (o *ServeOptions) register(fs *flag.FlagSet) {
+	fs.StringVar(&o.Model, "model", "", "checkpoint `DIR` (default: the embedded demo model)")
+	fs.IntVar(&o.Requests, "requests", 300, "requests per measurement")
+	fs.IntVar(&o.Clients, "clients", 16, "concurrent clients of the many-clients measurement")
+	fs.IntVar(&o.MaxBatch, "max-batch", 0, "the daemon's --max-batch (0: its default)")
+	fs.IntVar(&o.Rounds, "rounds", 3, "rounds of measurement (medians are shown); in-process and one-client calls alternate request by request")
+}
+
+// ServeReport is what Serve measured: the medians over its rounds.
+type ServeReport struct {
+	Options                           ServeOptions
+	Shapes                            int // request shapes cycled through
+	InProcess, OneClient, ManyClients ServeResult
+}
+
+// Serve measures the throughput and latency of decisions through the
+// socket of an in-process daemon, for one client and for many concurrent
+// ones, against calling the engine in-process on the same backend.
+func Serve(ctx context.Context, env Env, o ServeOptions) (*ServeReport, error) {
+	if o.Requests < 1 || o.Clients < 1 || o.Rounds < 1 {
+		return nil, fmt.Errorf("--requests, --clients and --rounds must be positive")
+	}
 	// The daemon, on a socket of its own.
 	tmp, err := os.MkdirTemp("", "startlux-bench-")
 	if err != nil {
-		return fmt.Errorf("bench serve: %w", err)
+		return nil, err
 	}
 	defer os.RemoveAll(tmp)
 	sock := filepath.Join(tmp, "bench.sock")
@@ -61,44 +77,44 @@ func benchServe(ctx context.Context, env *cmdEnv, args []string) error {
 	ran := make(chan error, 1)
 	go func() {
 		ran <- daemon.Run(dctx, daemon.RunOptions{Socket: sock, Daemon: daemon.Options{
-			Load: daemon.DecideLoader(daemon.LoaderOptions{Backend: func() (tensor.Backend, error) { return openBackend(*backend) }}), Model: *modelDir, ModelsDir: tmp, MaxBatch: *maxBatch,
+			Load: daemon.DecideLoader(daemon.LoaderOptions{Backend: func() (tensor.Backend, error) { return env.Open(0) }}), Model: o.Model, ModelsDir: tmp, MaxBatch: o.MaxBatch,
 		}, Listening: func(string) { close(listening) }})
 	}()
 	select {
 	case <-listening:
 	case err := <-ran:
-		return fmt.Errorf("bench serve: %w", err)
+		return nil, err
 	}
 	defer func() { stopDaemon(); <-ran }()
 	ctl, err := ipc.Dial(ctx, sock)
 	if err != nil {
-		return fmt.Errorf("bench serve: %w", err)
+		return nil, err
 	}
 	defer ctl.Close()
 	var st daemon.Status
 	for st.State != daemon.StateReady {
 		if err := ctl.Call(ctx, daemon.MethodStatus, nil, &st); err != nil {
-			return fmt.Errorf("bench serve: %w", err)
+			return nil, err
 		}
 		if st.State == daemon.StateFailed {
-			return fmt.Errorf("bench serve: %s", st.Error)
+			return nil, errors.New(st.Error)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 
 	// The same model in-process, on the same backend.
-	be, err := openBackend(*backend)
+	be, err := env.Open(0)
 	if err != nil {
-		return fmt.Errorf("bench serve: %w", err)
+		return nil, err
 	}
 	var eng *decide.Engine
-	if *modelDir == "" {
+	if o.Model == "" {
 		eng, err = decide.OpenFS(startlux.DemoModel(), daemon.DemoPath, be, decide.Options{})
 	} else {
-		eng, err = decide.Open(*modelDir, be, decide.Options{})
+		eng, err = decide.Open(o.Model, be, decide.Options{})
 	}
 	if err != nil {
-		return fmt.Errorf("bench serve: %w", err)
+		return nil, err
 	}
 	defer eng.Close()
 
@@ -106,17 +122,17 @@ func benchServe(ctx context.Context, env *cmdEnv, args []string) error {
 	raws := make([]msgpack.RawMessage, len(benchServeRequests))
 	for i, js := range benchServeRequests {
 		if reqs[i], err = decide.ParseJSON([]byte(js)); err != nil {
-			return fmt.Errorf("bench serve: request %d: %w", i, err)
+			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
 		if raws[i], err = ipc.FromJSON([]byte(js)); err != nil {
-			return fmt.Errorf("bench serve: request %d: %w", i, err)
+			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
 	}
 	inProcess := func(i int) error { _, err := eng.Decide(ctx, reqs[i%len(reqs)]); return err }
-	clientsConns := make([]*ipc.Client, *clients)
+	clientsConns := make([]*ipc.Client, o.Clients)
 	for i := range clientsConns {
 		if clientsConns[i], err = ipc.Dial(ctx, sock); err != nil {
-			return fmt.Errorf("bench serve: %w", err)
+			return nil, err
 		}
 		defer clientsConns[i].Close()
 	}
@@ -128,60 +144,67 @@ func benchServe(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	// Warm both sides (the evidence snapshots, first-use costs).
 	if _, err := measure(ctx, 2*len(reqs), 1, func(int) func(int) error { return inProcess }); err != nil {
-		return fmt.Errorf("bench serve: %w", err)
+		return nil, err
 	}
 	if _, err := measure(ctx, 2*len(reqs), 1, func(int) func(int) error { return viaSocket(ctl) }); err != nil {
-		return fmt.Errorf("bench serve: %w", err)
+		return nil, err
 	}
 
 	// In-process and one-client calls alternate request by request, so that
 	// load from elsewhere on the machine falls on both alike.
-	var local, one, many []benchResult
-	for r := 0; r < *rounds; r++ {
-		lr, or, err := measurePaired(ctx, *n, inProcess, viaSocket(ctl))
+	var local, one, many []ServeResult
+	for r := 0; r < o.Rounds; r++ {
+		lr, or, err := measurePaired(ctx, o.Requests, inProcess, viaSocket(ctl))
 		if err != nil {
-			return fmt.Errorf("bench serve: %w", err)
+			return nil, err
 		}
 		local, one = append(local, lr), append(one, or)
-		res, err := measure(ctx, *n, *clients, func(g int) func(int) error { return viaSocket(clientsConns[g]) })
+		res, err := measure(ctx, o.Requests, o.Clients, func(g int) func(int) error { return viaSocket(clientsConns[g]) })
 		if err != nil {
-			return fmt.Errorf("bench serve: %d clients: %w", *clients, err)
+			return nil, fmt.Errorf("%d clients: %w", o.Clients, err)
 		}
 		many = append(many, res)
 	}
-	l, o, m := medianResult(local), medianResult(one), medianResult(many)
-	model := "the embedded demo model"
-	if *modelDir != "" {
-		model = *modelDir
-	}
-	batching := "default"
-	if *maxBatch > 0 {
-		batching = fmt.Sprint(*maxBatch)
-	}
-	fmt.Fprintf(env.stdout, "bench serve: %s, %d request shapes, %d requests per measurement, median of %d rounds, max batch %s\n",
-		model, len(reqs), *n, *rounds, batching)
-	fmt.Fprintf(env.stdout, "  %-22s %10s %10s %10s %10s\n", "", "req/s", "mean ms", "p50 ms", "p99 ms")
-	for _, row := range []struct {
-		name string
-		r    benchResult
-	}{{"in-process Decide", l}, {"socket, 1 client", o}, {fmt.Sprintf("socket, %d clients", *clients), m}} {
-		fmt.Fprintf(env.stdout, "  %-22s %10.1f %10.3f %10.3f %10.3f\n", row.name, row.r.throughput, row.r.mean, row.r.p50, row.r.p99)
-	}
-	fmt.Fprintf(env.stdout, "  socket overhead at 1 client: %+.1f%% of the mean (%+.3f ms), %+.1f%% of the p50 (goal: under 10%%)\n",
-		100*(o.mean-l.mean)/l.mean, o.mean-l.mean, 100*(o.p50-l.p50)/l.p50)
-	fmt.Fprintf(env.stdout, "  %d clients vs 1: %.2fx the throughput\n", *clients, m.throughput/o.throughput)
-	return nil
+	return &ServeReport{Options: o, Shapes: len(reqs),
+		InProcess: medianResult(local), OneClient: medianResult(one), ManyClients: medianResult(many)}, nil
 }
 
-// benchResult is one measurement: requests per second and per-request
+// Print writes the report.
+func (r *ServeReport) Print(w io.Writer) error {
+	p := &printer{w: w}
+	model := "the embedded demo model"
+	if r.Options.Model != "" {
+		model = r.Options.Model
+	}
+	batching := "default"
+	if r.Options.MaxBatch > 0 {
+		batching = fmt.Sprint(r.Options.MaxBatch)
+	}
+	p.printf("bench serve: %s, %d request shapes, %d requests per measurement, median of %d rounds, max batch %s\n",
+		model, r.Shapes, r.Options.Requests, r.Options.Rounds, batching)
+	p.printf("  %-22s %10s %10s %10s %10s\n", "", "req/s", "mean ms", "p50 ms", "p99 ms")
+	l, o, m := r.InProcess, r.OneClient, r.ManyClients
+	for _, row := range []struct {
+		name string
+		r    ServeResult
+	}{{"in-process Decide", l}, {"socket, 1 client", o}, {fmt.Sprintf("socket, %d clients", r.Options.Clients), m}} {
+		p.printf("  %-22s %10.1f %10.3f %10.3f %10.3f\n", row.name, row.r.Throughput, row.r.Mean, row.r.P50, row.r.P99)
+	}
+	p.printf("  socket overhead at 1 client: %+.1f%% of the mean (%+.3f ms), %+.1f%% of the p50 (goal: under 10%%)\n",
+		100*(o.Mean-l.Mean)/l.Mean, o.Mean-l.Mean, 100*(o.P50-l.P50)/l.P50)
+	p.printf("  %d clients vs 1: %.2fx the throughput\n", r.Options.Clients, m.Throughput/o.Throughput)
+	return p.err
+}
+
+// ServeResult is one measurement: requests per second and per-request
 // latency (mean and percentiles, in ms).
-type benchResult struct {
-	throughput, mean, p50, p99 float64
+type ServeResult struct {
+	Throughput, Mean, P50, P99 float64
 }
 
 // measure runs n requests split over `workers` goroutines (worker g calls
 // fn(g) for its request function) and times each.
-func measure(ctx context.Context, n, workers int, fn func(g int) func(int) error) (benchResult, error) {
+func measure(ctx context.Context, n, workers int, fn func(g int) func(int) error) (ServeResult, error) {
 	lat := make([]time.Duration, n)
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
@@ -209,18 +232,18 @@ func measure(ctx context.Context, n, workers int, fn func(g int) func(int) error
 	wall := time.Since(start)
 	close(errs)
 	if err := <-errs; err != nil {
-		return benchResult{}, err
+		return ServeResult{}, err
 	}
 	return summarize(lat, wall), nil
 }
 
 // measurePaired runs n requests through a and through b, alternating, and
 // times each; throughput is over the time spent in each.
-func measurePaired(ctx context.Context, n int, a, b func(int) error) (benchResult, benchResult, error) {
+func measurePaired(ctx context.Context, n int, a, b func(int) error) (ServeResult, ServeResult, error) {
 	la, lb := make([]time.Duration, n), make([]time.Duration, n)
 	for i := 0; i < n; i++ {
 		if err := ctx.Err(); err != nil {
-			return benchResult{}, benchResult{}, err
+			return ServeResult{}, ServeResult{}, err
 		}
 		for _, side := range []struct {
 			call func(int) error
@@ -228,7 +251,7 @@ func measurePaired(ctx context.Context, n int, a, b func(int) error) (benchResul
 		}{{a, la}, {b, lb}} {
 			t0 := time.Now()
 			if err := side.call(i); err != nil {
-				return benchResult{}, benchResult{}, err
+				return ServeResult{}, ServeResult{}, err
 			}
 			side.lat[i] = time.Since(t0)
 		}
@@ -238,7 +261,7 @@ func measurePaired(ctx context.Context, n int, a, b func(int) error) (benchResul
 
 // summarize turns latencies into a result; wall is the elapsed time of
 // concurrent requests (0: the latencies ran one after another).
-func summarize(lat []time.Duration, wall time.Duration) benchResult {
+func summarize(lat []time.Duration, wall time.Duration) ServeResult {
 	lat = append([]time.Duration(nil), lat...)
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	var sum time.Duration
@@ -252,17 +275,17 @@ func summarize(lat []time.Duration, wall time.Duration) benchResult {
 	pct := func(p float64) time.Duration {
 		return lat[min(len(lat)-1, max(0, int(p*float64(len(lat))+0.999999)-1))]
 	}
-	return benchResult{
-		throughput: float64(len(lat)) / wall.Seconds(),
-		mean:       msOf(sum) / float64(len(lat)),
-		p50:        msOf(pct(0.50)),
-		p99:        msOf(pct(0.99)),
+	return ServeResult{
+		Throughput: float64(len(lat)) / wall.Seconds(),
+		Mean:       msOf(sum) / float64(len(lat)),
+		P50:        msOf(pct(0.50)),
+		P99:        msOf(pct(0.99)),
 	}
 }
 
 // medianResult takes the median of each figure over rounds.
-func medianResult(rs []benchResult) benchResult {
-	med := func(get func(benchResult) float64) float64 {
+func medianResult(rs []ServeResult) ServeResult {
+	med := func(get func(ServeResult) float64) float64 {
 		v := make([]float64, len(rs))
 		for i, r := range rs {
 			v[i] = get(r)
@@ -270,10 +293,10 @@ func medianResult(rs []benchResult) benchResult {
 		sort.Float64s(v)
 		return v[len(v)/2]
 	}
-	return benchResult{
-		throughput: med(func(r benchResult) float64 { return r.throughput }),
-		mean:       med(func(r benchResult) float64 { return r.mean }),
-		p50:        med(func(r benchResult) float64 { return r.p50 }),
-		p99:        med(func(r benchResult) float64 { return r.p99 }),
+	return ServeResult{
+		Throughput: med(func(r ServeResult) float64 { return r.Throughput }),
+		Mean:       med(func(r ServeResult) float64 { return r.Mean }),
+		P50:        med(func(r ServeResult) float64 { return r.P50 }),
+		P99:        med(func(r ServeResult) float64 { return r.P99 }),
 	}
 }

@@ -1,0 +1,40 @@
+package backends
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// TestOpen opens each backend by name that this machine can run and checks
+// what it got, and that the others are refused with their cause.
+func TestOpen(t *testing.T) {
+	onMac := runtime.GOOS == "darwin" && runtime.GOARCH == "arm64"
+	type openCase struct {
+		name, want string // want: the backend's name prefix, or the error's text
+		ok         bool
+	}
+	tests := []openCase{
+		{"cpu", "cpu", true},
+		{"cpu-go", "cpu-go", true},
+		{"nope", `unknown backend "nope" (want auto, cpu, cpu-go, metal or metal-emu)`, false},
+	}
+	if !onMac {
+		tests = append(tests, openCase{"auto", "cpu", true}, openCase{"metal", "backend metal: ", false})
+	}
+	for _, tc := range tests {
+		be, err := Open(tc.name, 2)
+		switch {
+		case tc.ok && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.ok && !strings.HasPrefix(be.Name(), tc.want):
+			t.Errorf("%s: opened %s, want %s", tc.name, be.Name(), tc.want)
+		case tc.ok:
+			if th, ok := be.(interface{ Threads() int }); !ok || th.Threads() != 2 {
+				t.Errorf("%s: not the 2 threads asked for", tc.name)
+			}
+		case err == nil || !strings.Contains(err.Error(), tc.want):
+			t.Errorf("%s: err %v, want one saying %q", tc.name, err, tc.want)
+		}
+	}
+}
