@@ -71,16 +71,32 @@ type Params struct {
 	Notes []string
 }
 
-// Fit fits the readout to items, starting from cfg: with debias the
-// position prior first (from the items run over every shift), then per
-// type the temperature of the readout with that prior.
+// Fit fits the readout to items, starting from cfg. Per question type:
+//
+//   - with debias, a position prior per option count is estimated from the
+//     items run over every shift (no labels needed), and the type keeps it
+//     only where, with its own fitted temperature, it lowers the NLL on
+//     items (the labels judge a prior they did not shape); without debias
+//     the config's prior is kept as it is;
+//   - the temperature is the one of least NLL (FitTemperature) for the
+//     readout with the chosen prior. A type with fewer than
+//     MinTypeExamples items, or whose best temperature lies at the search's
+//     bound (the data cannot pin it: perfectly separated, or no signal),
+//     keeps the temperature it had.
+//
+// Notes say what was kept and why.
 func Fit(cfg *decide.Config, items []Item, debias bool) *Params {
-	p := &Params{TemperatureByType: map[string]float64{}, PositionPrior: cfg.PositionPrior}
+	p := &Params{TemperatureByType: map[string]float64{}}
 	for t, T := range cfg.TemperatureByType {
 		p.TemperatureByType[t] = T
 	}
+	prior := map[string]map[string][]float64{}
+	for t, byCount := range cfg.PositionPrior {
+		prior[t] = byCount
+	}
+	estimated := map[string]map[string][]float64{}
 	if debias {
-		p.PositionPrior = nil
+		prior = map[string]map[string][]float64{}
 		groups := map[string][][][]float32{}
 		for _, it := range items {
 			if n := len(it.Rows[0]); len(it.Rows) == n {
@@ -94,31 +110,86 @@ func Fit(cfg *decide.Config, items []Item, debias bool) *Params {
 				p.Notes = append(p.Notes, fmt.Sprintf("%s with %s options: %d permuted questions, fewer than %d: no position prior", typ, count, len(groups[k]), MinPriorQuestions))
 				continue
 			}
-			if p.PositionPrior == nil {
-				p.PositionPrior = map[string]map[string][]float64{}
+			if estimated[typ] == nil {
+				estimated[typ] = map[string][]float64{}
 			}
-			if p.PositionPrior[typ] == nil {
-				p.PositionPrior[typ] = map[string][]float64{}
-			}
-			p.PositionPrior[typ][count] = Prior(groups[k])
+			estimated[typ][count] = Prior(groups[k])
 		}
 	}
-	c := p.config(cfg)
 	for _, typ := range eval.Types {
-		s := scored(c, items, typ)
-		if len(s) < MinTypeExamples {
-			if len(s) > 0 {
-				p.Notes = append(p.Notes, fmt.Sprintf("%s: %d examples, fewer than %d: keeps temperature %g", typ, len(s), MinTypeExamples, p.TemperatureByType[string(typ)]))
+		t := string(typ)
+		oldT := cfg.TemperatureByType[t]
+		n := 0
+		for _, it := range items {
+			if it.Type == typ {
+				n++
+			}
+		}
+		if n == 0 {
+			continue
+		}
+		if n < MinTypeExamples {
+			p.Notes = append(p.Notes, fmt.Sprintf("%s: %d examples, fewer than %d: keeps temperature %g", typ, n, MinTypeExamples, oldT))
+			if estimated[t] != nil {
+				p.Notes = append(p.Notes, fmt.Sprintf("%s: too few examples to judge its position prior: not used", typ))
 			}
 			continue
 		}
-		T, atBound, _ := FitTemperature(s)
-		if atBound {
-			p.Notes = append(p.Notes, fmt.Sprintf("%s: the best temperature is at the search's bound (%g)", typ, T))
+		type candidate struct {
+			prior   map[string][]float64
+			T, nll  float64
+			atBound bool
 		}
-		p.TemperatureByType[string(typ)] = T
+		fit := func(pr map[string][]float64) candidate {
+			c := *cfg
+			c.PositionPrior = map[string]map[string][]float64{t: pr}
+			s := scored(&c, items, typ)
+			T, atBound, _ := FitTemperature(s)
+			if atBound {
+				T = oldT
+			}
+			return candidate{pr, T, NLL(s, T), atBound}
+		}
+		best := fit(prior[t])
+		if est := estimated[t]; est != nil {
+			with := fit(est)
+			if with.nll < best.nll {
+				best = with
+			} else {
+				p.Notes = append(p.Notes, fmt.Sprintf("%s: the position prior does not lower the NLL on the fitting data (%.4f without, %.4f with): not used", typ, best.nll, with.nll))
+			}
+		}
+		if best.atBound {
+			p.Notes = append(p.Notes, fmt.Sprintf("%s: the least NLL lies at the search's bound (T %g or %g): keeps temperature %g", typ, MinTemperature, float64(MaxTemperature), oldT))
+		}
+		p.TemperatureByType[t] = best.T
+		if best.prior != nil {
+			if p.PositionPrior == nil {
+				p.PositionPrior = map[string]map[string][]float64{}
+			}
+			p.PositionPrior[t] = best.prior
+		}
+	}
+	// Without debias a type the fit did not judge keeps the config's prior;
+	// with it, so does a type without items.
+	for t, pr := range cfg.PositionPrior {
+		if _, done := p.PositionPrior[t]; !done && (!debias || !hasType(items, decide.QuestionType(t))) {
+			if p.PositionPrior == nil {
+				p.PositionPrior = map[string]map[string][]float64{}
+			}
+			p.PositionPrior[t] = pr
+		}
 	}
 	return p
+}
+
+func hasType(items []Item, t decide.QuestionType) bool {
+	for _, it := range items {
+		if it.Type == t {
+			return true
+		}
+	}
+	return false
 }
 
 // config returns cfg with p's readout fields.

@@ -234,6 +234,40 @@ func TestFitKeepsSmallTypes(t *testing.T) {
 	}
 }
 
+// TestFitJudgesThePrior: a model that reads the answer off the position
+// (letter A is right in the data, and the logits favour A in every shift)
+// has a strong estimated prior, but dividing it out raises the NLL: the
+// prior is not used. Data that pins no temperature keeps the old one.
+func TestFitJudgesThePrior(t *testing.T) {
+	cfg := demoConfig(t)
+	rng := rand.New(rand.NewPCG(7, 7))
+	var items []Item
+	for i := range 200 {
+		var rows [][]float32
+		for range 3 {
+			rows = append(rows, []float32{float32(2 + rng.Float64()), float32(rng.Float64()), float32(rng.Float64())})
+		}
+		label := 0
+		if i%5 == 0 {
+			label = 1 + i%2
+		}
+		items = append(items, Item{Line: i, Type: decide.Noul, Rows: rows, Label: label})
+	}
+	p := Fit(cfg, items, true)
+	if p.PositionPrior["noul"] != nil || len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "noul: the position prior does not lower the NLL") {
+		t.Errorf("prior %v, notes %q", p.PositionPrior, p.Notes)
+	}
+	// Perfectly separated: the least NLL is at T → 0; the old T stays.
+	var sep []Item
+	for i := range 60 {
+		sep = append(sep, Item{Line: i, Type: decide.Score, Rows: [][]float32{{float32(5 * (1 - i%2)), float32(5 * (i % 2)), -5}}, Label: i % 2})
+	}
+	p = Fit(cfg, sep, false)
+	if p.TemperatureByType["score"] != cfg.TemperatureByType["score"] || len(p.Notes) != 1 || !strings.Contains(p.Notes[0], "score: the least NLL lies at the search's bound") {
+		t.Errorf("separable: T %v, notes %q", p.TemperatureByType["score"], p.Notes)
+	}
+}
+
 func TestUpdateConfig(t *testing.T) {
 	data := demoConfigData(t)
 	p := &Params{
