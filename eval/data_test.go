@@ -99,7 +99,7 @@ func (f *fakeDecider) DecideBatch(_ context.Context, reqs []*decide.Request) ([]
 	resps := make([]*decide.Response, len(reqs))
 	errs := make([]error, len(reqs))
 	for i, r := range reqs {
-		resp := &decide.Response{}
+		resp := &decide.Response{Tokens: 7, CachedTokens: 3}
 		for qi := range r.Questions {
 			q := &r.Questions[qi]
 			if q.Name == f.fail {
@@ -130,9 +130,13 @@ func TestRun(t *testing.T) {
 	}
 	f := &fakeDecider{}
 	var progress []int
-	recs, err := Run(context.Background(), f, exs, RunOptions{Batch: 2, Progress: func(done, total int) { progress = append(progress, done, total) }})
+	res, err := Run(context.Background(), f, exs, RunOptions{Batch: 2, Progress: func(done, total int) { progress = append(progress, done, total) }})
 	if err != nil {
 		t.Fatal(err)
+	}
+	recs := res.Records
+	if res.Tokens != 5*7 || res.CachedTokens != 5*3 {
+		t.Errorf("tokens %d cached %d, want the responses' sums 35 and 15", res.Tokens, res.CachedTokens)
 	}
 	if f.calls != 3 || fmt.Sprint(progress) != "[2 5 4 5 5 5]" {
 		t.Errorf("%d calls, progress %v", f.calls, progress)

@@ -29,15 +29,23 @@ type RunOptions struct {
 	Progress func(done, total int)
 }
 
-// Run asks d every example's request and returns one record per labelled
-// question, in the examples' order. A request the decider refuses ends the
-// run with an error naming its line.
-func Run(ctx context.Context, d Decider, exs []Example, opts RunOptions) ([]Record, error) {
+// Result is what a run gives: one record per labelled question, in the
+// examples' order, and the work the decider reported.
+type Result struct {
+	Records []Record
+	// Tokens and CachedTokens add up the responses' tokens and
+	// cached_tokens.
+	Tokens, CachedTokens int
+}
+
+// Run asks d every example's request. A request the decider refuses ends
+// the run with an error naming its line.
+func Run(ctx context.Context, d Decider, exs []Example, opts RunOptions) (*Result, error) {
 	batch := opts.Batch
 	if batch <= 0 {
 		batch = DefaultBatch
 	}
-	var recs []Record
+	res := &Result{}
 	for start := 0; start < len(exs); start += batch {
 		end := min(start+batch, len(exs))
 		reqs := make([]*decide.Request, end-start)
@@ -53,6 +61,8 @@ func Run(ctx context.Context, d Decider, exs []Example, opts RunOptions) ([]Reco
 			if errs[k] != nil {
 				return nil, fmt.Errorf("line %d: %w", ex.Line, errs[k])
 			}
+			res.Tokens += resp.Tokens
+			res.CachedTokens += resp.CachedTokens
 			for qi, label := range ex.Labels {
 				if label < 0 {
 					continue
@@ -62,14 +72,14 @@ func Run(ctx context.Context, d Decider, exs []Example, opts RunOptions) ([]Reco
 				if a == nil || len(a.Probs) <= label {
 					return nil, fmt.Errorf("line %d: question %q: no answer over its options in the response", ex.Line, q.Name)
 				}
-				recs = append(recs, Record{Line: ex.Line, Question: q.Name, Type: q.Type, Probs: a.Probs, Label: label, Scores: a.Scores})
+				res.Records = append(res.Records, Record{Line: ex.Line, Question: q.Name, Type: q.Type, Probs: a.Probs, Label: label, Scores: a.Scores})
 			}
 		}
 		if opts.Progress != nil {
 			opts.Progress(end, len(exs))
 		}
 	}
-	return recs, nil
+	return res, nil
 }
 
 // requestFor returns the request to send for example i: the example's own,

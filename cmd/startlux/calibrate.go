@@ -111,11 +111,12 @@ func runCalibrate(ctx context.Context, env *cmdEnv, args []string) error {
 		opts.PermuteQuestion = calibrate.PriorSample(cfg, train, f.debiasSample)
 	}
 	fmt.Fprintf(env.stderr, "calibrate: running %d examples of %s once each\n", len(train), f.data)
-	recs, err := eval.Run(ctx, e, train, opts)
+	run, err := eval.Run(ctx, e, train, opts)
 	if err != nil {
 		return fmt.Errorf("calibrate: %w", err)
 	}
-	items, left := calibrate.Items(recs)
+	fmt.Fprintf(env.stderr, "calibrate: %d tokens computed, %d from snapshots\n", run.Tokens, run.CachedTokens)
+	items, left := calibrate.Items(run.Records)
 	var holdItems []calibrate.Item
 	if hold != nil {
 		fmt.Fprintf(env.stderr, "calibrate: running %d held-out examples of %s\n", len(hold), f.holdout)
@@ -124,7 +125,7 @@ func runCalibrate(ctx context.Context, env *cmdEnv, args []string) error {
 			return fmt.Errorf("calibrate: %w", err)
 		}
 		var hl int
-		holdItems, hl = calibrate.Items(hrecs)
+		holdItems, hl = calibrate.Items(hrecs.Records)
 		left += hl
 		if holdItems == nil {
 			holdItems = []calibrate.Item{}

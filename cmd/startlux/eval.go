@@ -86,11 +86,12 @@ func runEval(ctx context.Context, env *cmdEnv, args []string) error {
 		}
 	}
 	fmt.Fprintf(env.stderr, "eval: %d examples from %s on %s\n", len(exs), f.data, what)
-	recs, err := eval.Run(ctx, d, exs, eval.RunOptions{Batch: f.batch, Permute: f.permute, Progress: exampleProgress(env.stderr, "eval")})
+	run, err := eval.Run(ctx, d, exs, eval.RunOptions{Batch: f.batch, Permute: f.permute, Progress: exampleProgress(env.stderr, "eval")})
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
-	rep := eval.Compute(recs)
+	fmt.Fprintf(env.stderr, "eval: %d tokens computed, %d from snapshots\n", run.Tokens, run.CachedTokens)
+	rep := eval.Compute(run.Records)
 	if f.plot != "" {
 		if err := writePlot(f.plot, rep); err != nil {
 			return fmt.Errorf("eval: %w", err)
