@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -22,6 +23,13 @@ type Config struct {
 	LetterTokenIDs    []int              `json:"letter_token_ids"`
 	TemperatureByType map[string]float64 `json:"temperature_by_type"`
 	WideChoice        WideChoice         `json:"wide_choice"`
+	// PositionPrior is the prior over letter positions the readout divides
+	// out, by question type and then by the row's option count (a decimal
+	// string): PositionPrior["choice"]["4"][j] is the probability the model
+	// gives letter j of a four-option choice row whatever the options say.
+	// Absent types and counts have none (a uniform prior). See
+	// [Config.Logits].
+	PositionPrior map[string]map[string][]float64 `json:"position_prior,omitempty"`
 }
 
 // WideChoice holds the parameters of the wide-choice rule: questions with
@@ -69,6 +77,9 @@ func (c *Config) check() error {
 			return fmt.Errorf("temperature_by_type.%s = %v: must be positive and finite", t, T)
 		}
 	}
+	if err := c.checkPrior(len(letters)); err != nil {
+		return err
+	}
 	w := c.WideChoice
 	if w.Group < 2 || w.Group > len(letters) {
 		return fmt.Errorf("wide_choice.group = %d: must be 2..%d (the letters)", w.Group, len(letters))
@@ -80,6 +91,98 @@ func (c *Config) check() error {
 		return fmt.Errorf("wide_choice.residual = %v: must be in [0, 1)", w.Residual)
 	}
 	return nil
+}
+
+// priorSumTolerance is how far the probabilities of one position prior may
+// sum from 1.
+const priorSumTolerance = 1e-6
+
+// checkPrior checks position_prior: known types, option counts 2..letters,
+// one positive finite probability per letter, summing to 1.
+func (c *Config) checkPrior(letters int) error {
+	for typ, byCount := range c.PositionPrior {
+		if !knownType(QuestionType(typ)) {
+			return fmt.Errorf("position_prior.%s: unknown question type (want noul, choice or score)", typ)
+		}
+		for key, p := range byCount {
+			n, err := strconv.Atoi(key)
+			if err != nil || strconv.Itoa(n) != key || n < MinOptions || n > letters {
+				return fmt.Errorf("position_prior.%s.%q: the key must be an option count %d..%d", typ, key, MinOptions, letters)
+			}
+			if len(p) != n {
+				return fmt.Errorf("position_prior.%s.%s: %d probabilities, want %d", typ, key, len(p), n)
+			}
+			var sum float64
+			for j, x := range p {
+				if !(x > 0) || math.IsInf(x, 0) {
+					return fmt.Errorf("position_prior.%s.%s[%d] = %v: must be positive and finite", typ, key, j, x)
+				}
+				sum += x
+			}
+			if math.Abs(sum-1) > priorSumTolerance {
+				return fmt.Errorf("position_prior.%s.%s sums to %v, want 1", typ, key, sum)
+			}
+		}
+	}
+	return nil
+}
+
+func knownType(t QuestionType) bool { return t == Noul || t == Choice || t == Score }
+
+// logPrior returns the log of the position prior of a row of n options of
+// type t, or nil when the config has none for it.
+func (c *Config) logPrior(t QuestionType, n int) []float64 {
+	p := c.PositionPrior[string(t)][strconv.Itoa(n)]
+	if p == nil {
+		return nil
+	}
+	lp := make([]float64, len(p))
+	for j, x := range p {
+		lp[j] = math.Log(x)
+	}
+	return lp
+}
+
+// Logits returns the scores the readout turns into probabilities (before
+// the temperature) for one row group of n options of type t, from the
+// letter logits of its rows: rows[s][j] is the logit of letter j in the row
+// that shows the options rotated by s, option (j+s) mod n at letter j. One
+// row (s = 0, the order sent) unless the question is permuted. The score of
+// option i is the mean over the rows of its letter's logit less the log of
+// the position prior at that letter:
+//
+//	a_i = (1/S) Σ_s ( rows[s][(i−s) mod n] − log π[(i−s) mod n] )
+//
+// The probabilities are then [Softmax](a, T[type]). Averaging logits equals
+// averaging the rows' log-probabilities (each row's normaliser is the same
+// for every option); over all n shifts every option meets every letter once,
+// so a prior changes nothing for a permuted question.
+func (c *Config) Logits(t QuestionType, rows [][]float32) []float64 {
+	if len(rows) == 0 {
+		return nil
+	}
+	return rotatedMean(rows, c.logPrior(t, len(rows[0])))
+}
+
+// rotatedMean is [Config.Logits] with the log prior given (nil: none).
+func rotatedMean(rows [][]float32, logPrior []float64) []float64 {
+	n := len(rows[0])
+	a := make([]float64, n)
+	for s, z := range rows {
+		for j, x := range z[:n] {
+			v := float64(x)
+			if logPrior != nil {
+				v -= logPrior[j]
+			}
+			a[(j+s)%n] += v
+		}
+	}
+	if len(rows) > 1 {
+		for i := range a {
+			a[i] /= float64(len(rows))
+		}
+	}
+	return a
 }
 
 // Encoder is the part of a tokenizer the decision layer uses.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,6 +43,27 @@ func TestConfigErrors(t *testing.T) {
 		{"group too big", edit(func(m map[string]any) { m["wide_choice"].(map[string]any)["group"] = 26 }), "wide_choice.group = 26"},
 		{"keep too big", edit(func(m map[string]any) { m["wide_choice"].(map[string]any)["keep"] = 25 }), "wide_choice.keep = 25"},
 		{"bad residual", edit(func(m map[string]any) { m["wide_choice"].(map[string]any)["residual"] = 1.5 }), "wide_choice.residual = 1.5"},
+		{"prior of an unknown type", edit(func(m map[string]any) {
+			m["position_prior"] = map[string]any{"rank": map[string]any{"2": []any{0.5, 0.5}}}
+		}), "position_prior.rank: unknown question type"},
+		{"prior count not a number", edit(func(m map[string]any) {
+			m["position_prior"] = map[string]any{"choice": map[string]any{"two": []any{0.5, 0.5}}}
+		}), `position_prior.choice."two": the key must be an option count 2..25`},
+		{"prior count too big", edit(func(m map[string]any) {
+			m["position_prior"] = map[string]any{"choice": map[string]any{"26": []any{1.0}}}
+		}), `position_prior.choice."26"`},
+		{"prior count padded", edit(func(m map[string]any) {
+			m["position_prior"] = map[string]any{"choice": map[string]any{"02": []any{0.5, 0.5}}}
+		}), `position_prior.choice."02"`},
+		{"prior length", edit(func(m map[string]any) {
+			m["position_prior"] = map[string]any{"score": map[string]any{"3": []any{0.5, 0.5}}}
+		}), "position_prior.score.3: 2 probabilities, want 3"},
+		{"prior zero", edit(func(m map[string]any) {
+			m["position_prior"] = map[string]any{"noul": map[string]any{"3": []any{0.5, 0.5, 0.0}}}
+		}), "position_prior.noul.3[2] = 0: must be positive"},
+		{"prior sum", edit(func(m map[string]any) {
+			m["position_prior"] = map[string]any{"noul": map[string]any{"3": []any{0.5, 0.4, 0.2}}}
+		}), "position_prior.noul.3 sums to 1.1"},
 		{"not json", []byte("{"), "decision_config.json"},
 	}
 	for _, tc := range tests {
@@ -62,6 +84,19 @@ func TestConfigErrors(t *testing.T) {
 	}
 	if err := c.checkLetters(tok, tok.VocabSize()); err != nil {
 		t.Fatal(err)
+	}
+	if c.PositionPrior != nil || c.logPrior(Choice, 4) != nil {
+		t.Errorf("the demo config has no position_prior, read %v", c.PositionPrior)
+	}
+	// A valid prior reads back as written.
+	c, err = ParseConfig(edit(func(m map[string]any) {
+		m["position_prior"] = map[string]any{"choice": map[string]any{"2": []any{0.25, 0.75}}}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lp := c.logPrior(Choice, 2); len(lp) != 2 || math.Abs(lp[1]-math.Log(0.75)) > 1e-15 || c.logPrior(Choice, 3) != nil || c.logPrior(Noul, 2) != nil {
+		t.Errorf("logPrior: %v", lp)
 	}
 }
 

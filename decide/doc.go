@@ -3,8 +3,10 @@
 // every object's keys), renders one prompt row per question, plans shared
 // prefixes (the preamble computed at load, a request's common evidence prefix
 // kept in a byte-bounded snapshot store), runs the rows in padded batches and
-// reads the answer letter's logits, applying the per-type temperature and the
-// wide-choice rule of the format.
+// reads the answer letter's logits, applying the per-type temperature, the
+// config's position prior (if any) and the wide-choice rule of the format. A
+// question sent with permute runs every cyclic shift of its options as extra
+// rows of the same pass, its per-option logits averaged ([Config.Logits]).
 //
 // The same engine serves the pointer/1 family (a Qwen3.5 base with a LoRA
 // adapter merged at load and a pointer head): each request's state (system

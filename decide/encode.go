@@ -82,9 +82,16 @@ func (r *Request) toValue() Value {
 		if q.Criteria.Kind != Null {
 			o.Obj = append(o.Obj, Member{"criteria", q.Criteria})
 		}
+		if q.Permute != nil {
+			o.Obj = append(o.Obj, Member{"permute", Value{Kind: Bool, Bool: *q.Permute}})
+		}
 		qs.Obj[i] = Member{q.Name, o}
 	}
-	return ObjectValue(Member{"evidence", r.Evidence}, Member{"questions", qs})
+	v := ObjectValue(Member{"evidence", r.Evidence}, Member{"questions", qs})
+	if r.Permute {
+		v.Obj = append(v.Obj, Member{"permute", Value{Kind: Bool, Bool: true}})
+	}
+	return v
 }
 
 // MarshalJSON writes the request as JSON with every key order kept.

@@ -267,22 +267,28 @@ type candidate struct {
 
 // qjob is one question of a job.
 type qjob struct {
-	q       *Question
-	opts    []Option
-	T       float64
+	q    *Question
+	opts []Option
+	T    float64
+	// shifts is the number of rows per group: the option count of a
+	// permuted question (one row per cyclic shift; it has one group), else 1.
+	shifts  int
 	rank    *ranking
-	first   [][]int32 // the first stage's row ids, tokenised by prepare
-	probs   [][]float64
+	first   [][]int32     // the first stage's row ids, tokenised by prepare: group g, shift s at g·shifts+s
+	rows    [][][]float32 // the current stage's letter logits by group and shift
+	scores  [][]float32   // the rows' letter logits of a question ranked in one row group (Answer.Scores)
 	pending int
 }
 
-// task is one row to run.
+// task is one row to run: group g of its question's current stage, its
+// options rotated by shift.
 type task struct {
-	j    *job
-	qj   *qjob
-	g    int
-	from *candidate // nil: from the start
-	rest []int32
+	j     *job
+	qj    *qjob
+	g     int
+	shift int
+	from  *candidate // nil: from the start
+	rest  []int32
 }
 
 // DecideBatch answers many requests at once: their rows are packed into
@@ -303,7 +309,9 @@ func (e *Engine) DecideBatch(ctx context.Context, reqs []*Request) ([]*Response,
 func (j *job) answers() Answers {
 	var as Answers
 	for _, qj := range j.qs {
-		as = append(as, makeAnswer(qj.q, qj.opts, qj.rank.probs))
+		a := makeAnswer(qj.q, qj.opts, qj.rank.probs)
+		a.Scores = qj.scores
+		as = append(as, a)
 	}
 	return as
 }
@@ -322,9 +330,19 @@ func (e *Engine) prepare(r *Request) *job {
 	for i := range r.Questions {
 		q := &r.Questions[i]
 		opts, _ := q.Options() // validated above
-		qj := &qjob{q: q, opts: opts, T: e.cfg.TemperatureByType[string(q.Type)], rank: newRanking(len(opts), e.cfg.WideChoice)}
+		qj := &qjob{q: q, opts: opts, T: e.cfg.TemperatureByType[string(q.Type)], shifts: 1, rank: newRanking(len(opts), e.cfg.WideChoice)}
+		if r.Permuted(q) {
+			if len(opts) > e.cfg.WideChoice.Group {
+				j.err = &RequestError{Question: q.Name, Field: "permute",
+					Message: fmt.Sprintf("%d options: a permuted question takes at most %d with this model (its wide_choice.group)", len(opts), e.cfg.WideChoice.Group)}
+				return j
+			}
+			qj.shifts = len(opts)
+		}
 		for _, g := range qj.rank.groups {
-			qj.first = append(qj.first, e.tok.Encode(e.rowText(j, qj, g)))
+			for s := range qj.shifts {
+				qj.first = append(qj.first, e.tok.Encode(e.rowText(j, qj, g, s)))
+			}
 		}
 		j.qs = append(j.qs, qj)
 		if lim.limit <= 0 {
@@ -343,11 +361,12 @@ func (e *Engine) prepare(r *Request) *job {
 	return j
 }
 
-// rowText renders the row ranking options g of a question.
-func (e *Engine) rowText(j *job, qj *qjob, g []int) string {
+// rowText renders the row ranking options g of a question, rotated by
+// shift: option g[(i+shift) mod len(g)] at letter i.
+func (e *Engine) rowText(j *job, qj *qjob, g []int, shift int) string {
 	labels := make([]string, len(g))
-	for i, o := range g {
-		labels[i] = qj.opts[o].Label
+	for i := range g {
+		labels[i] = qj.opts[g[(i+shift)%len(g)]].Label
 	}
 	return e.cfg.renderRow(j.evidence, qj.q.Instructions, labels)
 }
@@ -364,7 +383,7 @@ func (e *Engine) wideBound(j *job, qj *qjob) int {
 	sort.SliceStable(idx, func(a, b int) bool { return len(qj.opts[idx[a]].Label) > len(qj.opts[idx[b]].Label) })
 	w := e.cfg.WideChoice
 	g := idx[:min(w.Group, len(qj.rank.groups)*w.Keep, len(idx))]
-	return len(e.tok.Encode(e.rowText(j, qj, g))) + len(g)
+	return len(e.tok.Encode(e.rowText(j, qj, g, 0))) + len(g)
 }
 
 // planPrefix chooses the snapshots a job's rows start from: the preamble, a
@@ -436,16 +455,19 @@ func (e *Engine) runStages(ctx context.Context, jobs []*job) error {
 				if qj.rank.done() || qj.pending > 0 {
 					continue
 				}
-				qj.probs = make([][]float64, len(qj.rank.groups))
-				qj.pending = len(qj.rank.groups)
+				qj.rows = make([][][]float32, len(qj.rank.groups))
+				qj.pending = len(qj.rank.groups) * qj.shifts
 				for g, opts := range qj.rank.groups {
-					var ids []int32
-					if first {
-						ids = qj.first[g]
-					} else {
-						ids = e.tok.Encode(e.rowText(j, qj, opts))
+					qj.rows[g] = make([][]float32, qj.shifts)
+					for s := range qj.shifts {
+						var ids []int32
+						if first {
+							ids = qj.first[g*qj.shifts+s]
+						} else {
+							ids = e.tok.Encode(e.rowText(j, qj, opts, s))
+						}
+						tasks = append(tasks, e.makeTask(j, qj, g, s, ids))
 					}
-					tasks = append(tasks, e.makeTask(j, qj, g, ids))
 				}
 			}
 		}
@@ -473,8 +495,8 @@ func (e *Engine) runStages(ctx context.Context, jobs []*job) error {
 }
 
 // makeTask picks the longest snapshot a row starts with.
-func (e *Engine) makeTask(j *job, qj *qjob, g int, ids []int32) task {
-	t := task{j: j, qj: qj, g: g, rest: ids}
+func (e *Engine) makeTask(j *job, qj *qjob, g, shift int, ids []int32) task {
+	t := task{j: j, qj: qj, g: g, shift: shift, rest: ids}
 	for _, c := range j.cands {
 		if len(c.sn.ids) < len(ids) && isPrefix(c.sn.ids, ids) && (t.from == nil || len(c.sn.ids) > len(t.from.sn.ids)) {
 			t.from = c
@@ -487,8 +509,9 @@ func (e *Engine) makeTask(j *job, qj *qjob, g int, ids []int32) task {
 	return t
 }
 
-// runTasks runs the tasks' rows (forwardPasses) and hands each question
-// its rows' probabilities.
+// runTasks runs the tasks' rows (forwardPasses) and, once a question's rows
+// of the stage are all in, reads each group's probabilities (Config.Logits,
+// Softmax) and advances its ranking.
 func (e *Engine) runTasks(ctx context.Context, tasks []task) error {
 	rows := make([]model.Row, len(tasks))
 	for k, t := range tasks {
@@ -507,12 +530,21 @@ func (e *Engine) runTasks(ctx context.Context, tasks []task) error {
 			}
 			e.trace(t.j.req, t.qj.q, full, out)
 		}
-		n := len(t.qj.rank.groups[t.g])
-		t.qj.probs[t.g] = softmaxT(out[:n], t.qj.T)
-		t.qj.pending--
-		if t.qj.pending == 0 {
-			t.qj.rank.advance(t.qj.probs)
+		qj := t.qj
+		n := len(qj.rank.groups[t.g])
+		qj.rows[t.g][t.shift] = append([]float32(nil), out[:n]...)
+		qj.pending--
+		if qj.pending > 0 {
+			return
 		}
+		probs := make([][]float64, len(qj.rows))
+		for g, rows := range qj.rows {
+			probs[g] = Softmax(e.cfg.Logits(qj.q.Type, rows), qj.T)
+		}
+		if qj.rank.final && len(qj.opts) <= e.cfg.WideChoice.Group {
+			qj.scores = qj.rows[0]
+		}
+		qj.rank.advance(probs)
 	})
 }
 

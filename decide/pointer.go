@@ -258,14 +258,24 @@ type pjob struct {
 	left  int       // questions not yet answered
 }
 
-// pquestion is one question's branch and, once run, its probabilities.
+// pquestion is one question's branches and, once run, its probabilities.
+// A question has one branch, or one per cyclic shift of its options when
+// permuted (branch s lists option (i+s) mod n at place i).
 type pquestion struct {
-	q      *Question
-	opts   []Option
-	branch []int32
+	q        *Question
+	opts     []Option
+	branches []pbranch
+	logits   [][]float32 // the head's logits by branch, in the branch's order of options
+	pending  int
+	probs    []float64
+}
+
+// pbranch is one row of a question: its ids, the decide position and the
+// option positions.
+type pbranch struct {
+	ids    []int32
 	decide int
 	pos    []int
-	probs  []float64
 }
 
 // decidePointer is DecideBatch for a pointer/1 engine: each request's state
@@ -313,9 +323,22 @@ func (e *Engine) preparePointer(r *Request) *pjob {
 			return j
 		}
 		pq := &pquestion{q: q, opts: opts}
-		pq.branch, pq.decide, pq.pos = pointerBranch(e.tok, q.Instructions, opts)
+		shifts := 1
+		if r.Permuted(q) {
+			shifts = len(opts)
+		}
+		longest := 0
+		for s := range shifts {
+			shown := append(append([]Option(nil), opts[s:]...), opts[:s]...)
+			var b pbranch
+			b.ids, b.decide, b.pos = pointerBranch(e.tok, q.Instructions, shown)
+			pq.branches = append(pq.branches, b)
+			longest = max(longest, len(b.ids))
+		}
+		pq.logits = make([][]float32, shifts)
+		pq.pending = shifts
 		j.qs = append(j.qs, pq)
-		lim.add(q, len(j.state)+len(pq.branch))
+		lim.add(q, len(j.state)+longest)
 	}
 	j.err = lim.err(len(r.Questions))
 	j.left = len(j.qs)
@@ -366,9 +389,10 @@ func (e *Engine) pointerState(ctx context.Context, j *pjob) error {
 
 // ptask is one branch row to run.
 type ptask struct {
-	j   *pjob
-	pq  *pquestion
-	row model.Row
+	j     *pjob
+	pq    *pquestion
+	shift int
+	row   model.Row
 }
 
 // runBranches runs every question's row (forwardPasses) and reads the head
@@ -380,18 +404,20 @@ func (e *Engine) runBranches(ctx context.Context, jobs []*pjob) error {
 			continue
 		}
 		for _, pq := range j.qs {
-			t := ptask{j: j, pq: pq}
-			gather := append(append(make([]int, 0, len(pq.pos)+1), pq.pos...), pq.decide)
-			if j.from != nil {
-				t.row = model.Row{Prefix: j.from.state, IDs: pq.branch, Gather: gather}
-			} else { // the row form: the state recomputed in the row
-				ids := append(append(make([]int32, 0, len(j.state)+len(pq.branch)), j.state...), pq.branch...)
-				for i := range gather {
-					gather[i] += len(j.state)
+			for s, b := range pq.branches {
+				t := ptask{j: j, pq: pq, shift: s}
+				gather := append(append(make([]int, 0, len(b.pos)+1), b.pos...), b.decide)
+				if j.from != nil {
+					t.row = model.Row{Prefix: j.from.state, IDs: b.ids, Gather: gather}
+				} else { // the row form: the state recomputed in the row
+					ids := append(append(make([]int32, 0, len(j.state)+len(b.ids)), j.state...), b.ids...)
+					for i := range gather {
+						gather[i] += len(j.state)
+					}
+					t.row = model.Row{IDs: ids, Gather: gather}
 				}
-				t.row = model.Row{IDs: ids, Gather: gather}
+				tasks = append(tasks, t)
 			}
-			tasks = append(tasks, t)
 		}
 	}
 	H := e.m.Config.Hidden
@@ -402,12 +428,18 @@ func (e *Engine) runBranches(ctx context.Context, jobs []*pjob) error {
 	return e.forwardPasses(ctx, rows, nil, func(k int, out []float32) {
 		t := tasks[k]
 		pq := t.pq
-		z := e.ptr.logits(out, len(pq.pos), H)
+		b := &pq.branches[t.shift]
+		z := e.ptr.logits(out, len(b.pos), H)
 		if e.ptr.trace != nil {
-			e.ptr.trace(t.j.req, pq.q, t.j.state, pq.branch, pq.decide, pq.pos, z)
+			e.ptr.trace(t.j.req, pq.q, t.j.state, b.ids, b.decide, b.pos, z)
 		}
-		pq.probs = softmaxT(z, 1)
+		pq.logits[t.shift] = z
 		t.j.tokens += len(t.row.IDs)
+		if pq.pending--; pq.pending > 0 {
+			return
+		}
+		// The head's temperature is in its logits already.
+		pq.probs = Softmax(rotatedMean(pq.logits, nil), 1)
 		t.j.left--
 		if t.j.left == 0 {
 			t.j.done = time.Now()

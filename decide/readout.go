@@ -5,12 +5,15 @@ import (
 	"sort"
 )
 
-// softmaxT returns softmax(z / T) in float64.
-func softmaxT(z []float32, T float64) []float64 {
-	p := make([]float64, len(z))
+// Softmax returns softmax(a / T) in float64: the readout's probabilities
+// from the scores of [Config.Logits] and a question type's temperature.
+// Dividing by T > 0 keeps the order of the scores, so the most probable
+// option does not depend on T.
+func Softmax(a []float64, T float64) []float64 {
+	p := make([]float64, len(a))
 	m := math.Inf(-1)
-	for i, x := range z {
-		p[i] = float64(x) / T
+	for i, x := range a {
+		p[i] = x / T
 		m = math.Max(m, p[i])
 	}
 	var sum float64

@@ -127,7 +127,7 @@ func TestReadoutFromGoldenLogits(t *testing.T) {
 							t.Fatalf("case %d %s: row %d label %d = %q, want %q", ci, q.Name, next-1, j, opts[o].Label, gr.labels[j])
 						}
 					}
-					ps = append(ps, softmaxT(gr.logits, cfg.TemperatureByType[string(q.Type)]))
+					ps = append(ps, Softmax(cfg.Logits(q.Type, [][]float32{gr.logits}), cfg.TemperatureByType[string(q.Type)]))
 				}
 				r.advance(ps)
 			}

@@ -19,22 +19,41 @@ const (
 const (
 	MinOptions = 2
 	MaxOptions = 1000
+	// MaxPermuteOptions bounds the options of a permuted question: one row
+	// per cyclic shift, each a single letter row (no wide-choice groups).
+	MaxPermuteOptions = 25
 )
 
 // Request is one decision request: evidence (any JSON value, key order kept)
-// and named questions in the order the client sent them.
+// and named questions in the order the client sent them. Permute asks for
+// every question to be read over all cyclic shifts of its options (see
+// [Question.Permute]).
 type Request struct {
 	Evidence  Value
 	Questions []Question
+	Permute   bool
 }
 
 // Question is one question of a request. Criteria is the value received
-// (the zero Value when absent); [Question.Options] interprets it.
+// (the zero Value when absent); [Question.Options] interprets it. Permute,
+// when set, says whether the question is read over every cyclic shift of its
+// options (each shift one more row of the same pass, the per-option logits
+// averaged before the softmax); nil follows the request's Permute.
 type Question struct {
 	Name         string
 	Type         QuestionType
 	Instructions string
 	Criteria     Value
+	Permute      *bool
+}
+
+// Permuted reports whether question q of r is read over every cyclic shift
+// of its options: its own permute field, or the request's when it has none.
+func (r *Request) Permuted(q *Question) bool {
+	if q.Permute != nil {
+		return *q.Permute
+	}
+	return r.Permute
 }
 
 // Option is one option of a question: ID is a string (noul and choice) or an
@@ -120,6 +139,11 @@ func requestFromValue(v *Value) (*Request, error) {
 		switch m.Key {
 		case "evidence":
 			r.Evidence, haveEvidence = m.Value, true
+		case "permute":
+			if m.Value.Kind != Bool {
+				return nil, &RequestError{Field: "permute", Message: "must be true or false, got " + m.Value.Kind.String()}
+			}
+			r.Permute = m.Value.Bool
 		case "questions":
 			haveQuestions = true
 			if m.Value.Kind != Object {
@@ -133,7 +157,7 @@ func requestFromValue(v *Value) (*Request, error) {
 				r.Questions = append(r.Questions, q)
 			}
 		default:
-			return nil, &RequestError{Field: m.Key, Message: "unknown field (a request has evidence and questions)"}
+			return nil, &RequestError{Field: m.Key, Message: "unknown field (a request has evidence, questions and permute)"}
 		}
 	}
 	if !haveEvidence {
@@ -168,8 +192,14 @@ func questionFromValue(name string, v *Value) (Question, error) {
 			q.Instructions = m.Value.Str
 		case "criteria":
 			q.Criteria = m.Value
+		case "permute":
+			if m.Value.Kind != Bool {
+				return q, &RequestError{Question: name, Field: "permute", Message: "must be true or false, got " + m.Value.Kind.String()}
+			}
+			b := m.Value.Bool
+			q.Permute = &b
 		default:
-			return q, &RequestError{Question: name, Field: m.Key, Message: "unknown field (a question has type, instructions and criteria)"}
+			return q, &RequestError{Question: name, Field: m.Key, Message: "unknown field (a question has type, instructions, criteria and permute)"}
 		}
 	}
 	if _, ok := v.Get("type"); !ok {
@@ -199,8 +229,13 @@ func (r *Request) Validate() error {
 			return &RequestError{Field: "questions", Message: fmt.Sprintf("duplicate question name %q", q.Name)}
 		}
 		seen[q.Name] = true
-		if _, err := q.Options(); err != nil {
+		opts, err := q.Options()
+		if err != nil {
 			return err
+		}
+		if r.Permuted(q) && len(opts) > MaxPermuteOptions {
+			return &RequestError{Question: q.Name, Field: "permute",
+				Message: fmt.Sprintf("%d options: a permuted question takes at most %d (one row per cyclic shift, no wide-choice groups)", len(opts), MaxPermuteOptions)}
 		}
 		if q.Instructions == "" {
 			return &RequestError{Question: q.Name, Field: "instructions", Message: "must not be empty"}

@@ -34,6 +34,8 @@ func TestBadRequests(t *testing.T) {
 		{"missing instructions", `{"evidence": 1, "questions": {"a": {"type": "noul"}}}`, "a", "instructions", "missing"},
 		{"empty instructions", `{"evidence": 1, "questions": {"a": {"type": "noul", "instructions": ""}}}`, "a", "instructions", "must not be empty"},
 		{"instructions not string", `{"evidence": 1, "questions": {"a": {"type": "noul", "instructions": ["x"]}}}`, "a", "instructions", "must be a string"},
+		{"permute not a bool", `{"evidence": 1, "permute": 1, "questions": {"a": {"type": "noul", ` + q + `}}}`, "", "permute", "must be true or false, got"},
+		{"question permute not a bool", `{"evidence": 1, "questions": {"a": {"type": "noul", ` + q + `, "permute": "yes"}}}`, "a", "permute", "must be true or false, got"},
 		{"unknown question field", `{"evidence": 1, "questions": {"a": {"type": "noul", ` + q + `, "weight": 2}}}`, "a", "weight", "unknown field"},
 		{"noul with criteria", `{"evidence": 1, "questions": {"a": {"type": "noul", ` + q + `, "criteria": {"x": "y"}}}}`, "a", "criteria", "takes no criteria"},
 		{"noul with string criteria", `{"evidence": 1, "questions": {"a": {"type": "noul", ` + q + `, "criteria": "x"}}}`, "a", "criteria", "takes no criteria"},

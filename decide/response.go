@@ -34,6 +34,13 @@ type Answer struct {
 	Answer any `json:"answer" msgpack:"answer"`
 	// Expected is Σ i·p_i, for score questions only.
 	Expected *float64 `json:"expected,omitempty" msgpack:"expected,omitempty"`
+	// Scores, for in-process callers (evaluation and calibration; it is
+	// never sent), are the letter logits the probabilities were read from:
+	// Scores[s][j] is the logit of letter j in the row that shows the
+	// options rotated by s (one row unless the question is permuted; see
+	// [Config.Logits]). Nil for a question ranked in groups (more options
+	// than wide_choice.group) and for pointer/1 checkpoints.
+	Scores [][]float32 `json:"-" msgpack:"-"`
 }
 
 // Answers is the ordered map of answers by question name.

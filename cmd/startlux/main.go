@@ -1,6 +1,7 @@
 // Command startlux is StartLux's one command-line program: the daemon
 // (serve), its clients (decide, status, models, use), the models folder
-// (pull, rm) and the engine's tools (tokenize, forward, bench).
+// (pull, rm), evaluation and calibration (eval, calibrate) and the engine's
+// tools (tokenize, forward, bench).
 package main
 
 import (
@@ -38,6 +39,8 @@ func commands() []command {
 		{"pull", "download a checkpoint from the Hugging Face Hub into the models folder", runPull},
 		{"rm", "delete a model from the models folder", runRm},
 		{"tokenize", "tokenise JSON strings read from stdin, one per line", runTokenize},
+		{"eval", "measure a model's accuracy and calibration on labelled requests", runEval},
+		{"calibrate", "fit per-type temperatures (and a position prior) to labelled requests", runCalibrate},
 		{"forward", "run a checkpoint on token ids and write its outputs as safetensors", runForward},
 		{"bench", "benchmarks: prefill, decide, serve, tokenize", runBench},
 	}
