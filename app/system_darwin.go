@@ -45,6 +45,7 @@ type DarwinSystem struct {
 	// works only then.
 	InBundle bool
 
+	oc    *appObjC
 	child child
 
 	mu             sync.Mutex // guards openedSettings
@@ -53,7 +54,8 @@ type DarwinSystem struct {
 
 // NewSystem returns the macOS system of this process.
 func NewSystem(daemonArgs []string) (System, error) {
-	if err := frameworks(); err != nil {
+	oc, err := loadObjC()
+	if err != nil {
 		return nil, err
 	}
 	self, err := os.Executable()
@@ -82,29 +84,41 @@ func NewSystem(daemonArgs []string) (System, error) {
 		DaemonArgs: daemonArgs,
 		LogFile:    filepath.Join(home, "Library", "Logs", "StartLux", "daemon.log"),
 		InBundle:   inBundle,
+		oc:         oc,
 	}, nil
 }
 
-func agentService() objc.ID {
-	return class("SMAppService").Send(sel("agentServiceWithPlistName:"), nsString(agentPlist))
+func (s *DarwinSystem) agentService() objc.ID {
+	return s.oc.cls.SMAppService.Send(s.oc.sel.agentService, s.oc.NSString(agentPlist))
 }
 
-func mainAppService() objc.ID {
-	return class("SMAppService").Send(sel("mainAppService"))
+func (s *DarwinSystem) mainAppService() objc.ID {
+	return s.oc.cls.SMAppService.Send(s.oc.sel.mainAppService)
 }
 
-func serviceStatus(svc objc.ID) int {
-	return objc.Send[int](svc, sel("status"))
+// serviceStatus returns an SMAppService's status (SMAppServiceStatus, an
+// NSInteger).
+func (s *DarwinSystem) serviceStatus(svc objc.ID) int {
+	return s.oc.SendInt(svc, s.oc.sel.status)
 }
 
-// callWithError sends a selector of the form xAndReturnError: and turns a
-// NO into the NSError's text.
-func callWithError(svc objc.ID, selector string) error {
+// callWithError sends registerAndReturnError: or unregisterAndReturnError:
+// (BOOL, NSError **) and turns a NO into the NSError; call inside a pool.
+func (s *DarwinSystem) callWithError(svc objc.ID, selector objc.SEL) error {
 	var nserr objc.ID
-	if objc.Send[bool](svc, sel(selector), unsafe.Pointer(&nserr)) {
+	if s.oc.SendBoolPtr(svc, selector, unsafe.Pointer(&nserr)) {
 		return nil
 	}
-	return errors.New(nsErrorText(nserr))
+	if e := s.oc.Error(nserr); e != nil {
+		return e
+	}
+	return errors.New("unknown error")
+}
+
+// serviceManagement reports whether SMAppService can be used: in the
+// bundle, on macOS 13 or later.
+func (s *DarwinSystem) serviceManagement() bool {
+	return s.InBundle && s.oc.cls.SMAppService != 0
 }
 
 func (s *DarwinSystem) startChild() error {
@@ -113,17 +127,17 @@ func (s *DarwinSystem) startChild() error {
 
 // StartDaemon implements [System].
 func (s *DarwinSystem) StartDaemon(ctx context.Context) (string, error) {
-	if !s.InBundle || class("SMAppService") == 0 {
+	if !s.serviceManagement() {
 		return "", s.startChild()
 	}
 	var status int
 	var regErr error
-	withPool(func() {
-		svc := agentService()
-		status = serviceStatus(svc)
+	s.oc.Pool(func() {
+		svc := s.agentService()
+		status = s.serviceStatus(svc)
 		if status == smNotRegistered || status == smNotFound {
-			regErr = callWithError(svc, "registerAndReturnError:")
-			status = serviceStatus(svc)
+			regErr = s.callWithError(svc, s.oc.sel.register)
+			status = s.serviceStatus(svc)
 		}
 	})
 	switch {
@@ -138,7 +152,7 @@ func (s *DarwinSystem) StartDaemon(ctx context.Context) (string, error) {
 		s.openedSettings = true
 		s.mu.Unlock()
 		if first {
-			withPool(func() { class("SMAppService").Send(sel("openSystemSettingsLoginItems")) })
+			s.oc.Pool(func() { s.oc.cls.SMAppService.Send(s.oc.sel.openLoginItems) })
 		}
 		return "Allow StartLux in System Settings › General › Login Items; until then the daemon runs as the app's child",
 			s.startChild()
@@ -157,11 +171,11 @@ func (s *DarwinSystem) agentTarget() string {
 }
 
 func (s *DarwinSystem) agentEnabled() bool {
-	if !s.InBundle || class("SMAppService") == 0 {
+	if !s.serviceManagement() {
 		return false
 	}
 	var st int
-	withPool(func() { st = serviceStatus(agentService()) })
+	s.oc.Pool(func() { st = s.serviceStatus(s.agentService()) })
 	return st == smEnabled
 }
 
@@ -190,25 +204,25 @@ func (s *DarwinSystem) RestartDaemon(ctx context.Context, pid int) error {
 // LoginItem implements [System]: whether SMAppService.mainAppService is
 // enabled (or registered and awaiting approval).
 func (s *DarwinSystem) LoginItem(ctx context.Context) (bool, error) {
-	if !s.InBundle || class("SMAppService") == 0 {
+	if !s.serviceManagement() {
 		return false, errors.New("start at login needs StartLux.app (macOS 13 or later)")
 	}
 	var st int
-	withPool(func() { st = serviceStatus(mainAppService()) })
+	s.oc.Pool(func() { st = s.serviceStatus(s.mainAppService()) })
 	return st == smEnabled || st == smRequiresApproval, nil
 }
 
 // SetLoginItem implements [System].
 func (s *DarwinSystem) SetLoginItem(ctx context.Context, on bool) error {
-	if !s.InBundle || class("SMAppService") == 0 {
+	if !s.serviceManagement() {
 		return errors.New("start at login needs StartLux.app (macOS 13 or later)")
 	}
 	var err error
-	withPool(func() {
+	s.oc.Pool(func() {
 		if on {
-			err = callWithError(mainAppService(), "registerAndReturnError:")
+			err = s.callWithError(s.mainAppService(), s.oc.sel.register)
 		} else {
-			err = callWithError(mainAppService(), "unregisterAndReturnError:")
+			err = s.callWithError(s.mainAppService(), s.oc.sel.unregister)
 		}
 	})
 	return err

@@ -6,19 +6,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
-	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
 	"github.com/ebitengine/purego/objc"
 
+	"github.com/startlux/startlux/internal/objcrt"
 	"github.com/startlux/startlux/tensor"
 )
 
 // This file is the Metal device binding. It is compiled for darwin/arm64
 // only and has never run in this project's CI (which has no Mac); see
-// docs/metal.md.
+// docs/metal.md. Every selector, argument and return type below was checked
+// against the macOS SDK headers (MTLDevice.h, MTLCommandBuffer.h,
+// MTLComputeCommandEncoder.h, MTLLibrary.h); the header each comes from is
+// named where it is used.
 
 // New returns the Metal backend on the GPU picked by opts.Device among
 // MTLCopyAllDevices (MTLCreateSystemDefaultDevice returns nil in a daemon).
@@ -30,12 +32,13 @@ func New(opts Options) (tensor.Backend, error) {
 	return &Backend{drv: d}, nil
 }
 
+// mtlSize is MTLSize: three NSUIntegers.
 type mtlSize struct{ W, H, D uint }
 
 // MTLResourceStorageModeShared | MTLResourceHazardTrackingModeDefault.
 const mtlStorageShared = 0
 
-// Command buffer status values (MTLCommandBufferStatus).
+// Command buffer status values (MTLCommandBufferStatus, NSUInteger).
 const (
 	mtlStatusCompleted = 4
 	mtlStatusError     = 5
@@ -56,29 +59,110 @@ type pipeline struct {
 	maxThreads int
 }
 
+// sels are the selectors the driver sends, resolved once.
 type sels struct {
-	count, objectAtIndex, retain, release, alloc, init, stringWithUTF8String, utf8String,
-	localizedDescription, newCommandQueue, newLibraryWithSource, setFastMathEnabled,
+	count, objectAtIndex, retain, release, alloc, init, name,
+	newCommandQueue, newLibraryWithSource, setFastMathEnabled,
 	newFunctionWithName, newComputePipelineState, maxTotalThreads, newBufferWithLength,
 	newBufferNoCopy, newBufferWithBytes, contents, commandBuffer, computeCommandEncoder,
 	setComputePipelineState, setBuffer, setBytes, dispatchThreadgroups, endEncoding, commit,
-	status, errorSel, name objc.SEL
+	waitUntilCompleted, status, errorSel, localizedDescription objc.SEL
+}
+
+func newSels() sels {
+	r := objc.RegisterName
+	return sels{
+		count: r("count"), objectAtIndex: r("objectAtIndex:"), retain: r("retain"), release: r("release"),
+		alloc: r("alloc"), init: r("init"), name: r("name"),
+		newCommandQueue:         r("newCommandQueue"),
+		newLibraryWithSource:    r("newLibraryWithSource:options:error:"),
+		setFastMathEnabled:      r("setFastMathEnabled:"),
+		newFunctionWithName:     r("newFunctionWithName:"),
+		newComputePipelineState: r("newComputePipelineStateWithFunction:error:"),
+		maxTotalThreads:         r("maxTotalThreadsPerThreadgroup"),
+		newBufferWithLength:     r("newBufferWithLength:options:"),
+		newBufferNoCopy:         r("newBufferWithBytesNoCopy:length:options:deallocator:"),
+		newBufferWithBytes:      r("newBufferWithBytes:length:options:"),
+		contents:                r("contents"),
+		commandBuffer:           r("commandBuffer"),
+		computeCommandEncoder:   r("computeCommandEncoder"),
+		setComputePipelineState: r("setComputePipelineState:"),
+		setBuffer:               r("setBuffer:offset:atIndex:"),
+		setBytes:                r("setBytes:length:atIndex:"),
+		dispatchThreadgroups:    r("dispatchThreadgroups:threadsPerThreadgroup:"),
+		endEncoding:             r("endEncoding"), commit: r("commit"),
+		waitUntilCompleted:   r("waitUntilCompleted"),
+		status:               r("status"),
+		errorSel:             r("error"),
+		localizedDescription: r("localizedDescription"),
+	}
+}
+
+// msgs are objc_msgSend typed for each shape of message the driver sends,
+// registered once when the driver is made (purego's generic objc.Send
+// registers a function through reflection on every call).
+type msgs struct {
+	id     func(objc.ID, objc.SEL) objc.ID
+	void   func(objc.ID, objc.SEL)
+	idUint func(objc.ID, objc.SEL, uint) objc.ID
+	idID   func(objc.ID, objc.SEL, objc.ID) objc.ID
+	// newLibraryWithSource:options:error:
+	library func(objc.ID, objc.SEL, objc.ID, objc.ID, *objc.ID) objc.ID
+	// newComputePipelineStateWithFunction:error:
+	pipelineState func(objc.ID, objc.SEL, objc.ID, *objc.ID) objc.ID
+	// newBufferWithLength:options:
+	bufLen func(objc.ID, objc.SEL, uint, uint) objc.ID
+	// newBufferWithBytes:length:options:
+	bufBytes func(objc.ID, objc.SEL, unsafe.Pointer, uint, uint) objc.ID
+	// newBufferWithBytesNoCopy:length:options:deallocator: (a nil block)
+	bufNoCopy func(objc.ID, objc.SEL, unsafe.Pointer, uint, uint, uintptr) objc.ID
+	voidBool  func(objc.ID, objc.SEL, bool)
+	voidID    func(objc.ID, objc.SEL, objc.ID)
+	// setBuffer:offset:atIndex:
+	setBuffer func(objc.ID, objc.SEL, objc.ID, uint, uint)
+	// setBytes:length:atIndex:
+	setBytes func(objc.ID, objc.SEL, unsafe.Pointer, uint, uint)
+	// dispatchThreadgroups:threadsPerThreadgroup:
+	dispatch func(objc.ID, objc.SEL, mtlSize, mtlSize)
+}
+
+func newMsgs(rt *objcrt.Runtime) msgs {
+	var m msgs
+	objcrt.Register(rt, &m.id)
+	objcrt.Register(rt, &m.void)
+	objcrt.Register(rt, &m.idUint)
+	objcrt.Register(rt, &m.idID)
+	objcrt.Register(rt, &m.library)
+	objcrt.Register(rt, &m.pipelineState)
+	objcrt.Register(rt, &m.bufLen)
+	objcrt.Register(rt, &m.bufBytes)
+	objcrt.Register(rt, &m.bufNoCopy)
+	objcrt.Register(rt, &m.voidBool)
+	objcrt.Register(rt, &m.voidID)
+	objcrt.Register(rt, &m.setBuffer)
+	objcrt.Register(rt, &m.setBytes)
+	objcrt.Register(rt, &m.dispatch)
+	return m
 }
 
 type mtlDriver struct {
+	rt        *objcrt.Runtime
 	s         sels
-	poolPush  func() uintptr
-	poolPop   func(uintptr)
+	m         msgs
 	dev       objc.ID
 	queue     objc.ID
 	lib       objc.ID
 	pipes     map[string]pipeline
 	cmd, enc  objc.ID
 	nDispatch int
-	inflight  []objc.ID
-	pending   []*mtlBuf
-	regions   []region
-	err       error
+	inflight  []objc.ID // committed command buffers, retained, oldest first
+	// waitDone is closed when the waiter goroutine has seen the first
+	// waitN command buffers of inflight complete (nil: no waiter runs).
+	waitDone chan struct{}
+	waitN    int
+	pending  []*mtlBuf
+	regions  []region
+	err      error
 }
 
 // region is a page-aligned span of memory (an mmap'd checkpoint file)
@@ -88,54 +172,44 @@ type region struct {
 	buf        *mtlBuf
 }
 
-func newMTLDriver(opts Options) (*mtlDriver, error) {
-	metalLib, err := purego.Dlopen("/System/Library/Frameworks/Metal.framework/Metal", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+// loadMetal loads Metal.framework and returns MTLCopyAllDevices.
+func loadMetal() (func() objc.ID, error) {
+	lib, err := purego.Dlopen("/System/Library/Frameworks/Metal.framework/Metal", purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
 		return nil, fmt.Errorf("metal: load Metal.framework: %w", err)
 	}
-	if _, err := purego.Dlopen("/System/Library/Frameworks/Foundation.framework/Foundation", purego.RTLD_NOW|purego.RTLD_GLOBAL); err != nil {
-		return nil, fmt.Errorf("metal: load Foundation.framework: %w", err)
-	}
-	objcLib, err := purego.Dlopen("/usr/lib/libobjc.A.dylib", purego.RTLD_NOW|purego.RTLD_GLOBAL)
-	if err != nil {
-		return nil, fmt.Errorf("metal: load libobjc: %w", err)
-	}
+	// NSArray<id<MTLDevice>> *MTLCopyAllDevices(void), returned retained.
 	var copyAllDevices func() objc.ID
-	purego.RegisterLibFunc(&copyAllDevices, metalLib, "MTLCopyAllDevices")
-	d := &mtlDriver{pipes: map[string]pipeline{}}
-	purego.RegisterLibFunc(&d.poolPush, objcLib, "objc_autoreleasePoolPush")
-	purego.RegisterLibFunc(&d.poolPop, objcLib, "objc_autoreleasePoolPop")
-	r := objc.RegisterName
-	d.s = sels{
-		count: r("count"), objectAtIndex: r("objectAtIndex:"), retain: r("retain"), release: r("release"),
-		alloc: r("alloc"), init: r("init"), stringWithUTF8String: r("stringWithUTF8String:"), utf8String: r("UTF8String"),
-		localizedDescription: r("localizedDescription"), newCommandQueue: r("newCommandQueue"),
-		newLibraryWithSource: r("newLibraryWithSource:options:error:"), setFastMathEnabled: r("setFastMathEnabled:"),
-		newFunctionWithName: r("newFunctionWithName:"), newComputePipelineState: r("newComputePipelineStateWithFunction:error:"),
-		maxTotalThreads: r("maxTotalThreadsPerThreadgroup"), newBufferWithLength: r("newBufferWithLength:options:"),
-		newBufferNoCopy: r("newBufferWithBytesNoCopy:length:options:deallocator:"), newBufferWithBytes: r("newBufferWithBytes:length:options:"),
-		contents: r("contents"), commandBuffer: r("commandBuffer"), computeCommandEncoder: r("computeCommandEncoder"),
-		setComputePipelineState: r("setComputePipelineState:"), setBuffer: r("setBuffer:offset:atIndex:"),
-		setBytes: r("setBytes:length:atIndex:"), dispatchThreadgroups: r("dispatchThreadgroups:threadsPerThreadgroup:"),
-		endEncoding: r("endEncoding"), commit: r("commit"), status: r("status"), errorSel: r("error"), name: r("name"),
-	}
+	purego.RegisterLibFunc(&copyAllDevices, lib, "MTLCopyAllDevices")
+	return copyAllDevices, nil
+}
 
+func newMTLDriver(opts Options) (*mtlDriver, error) {
+	copyAllDevices, err := loadMetal()
+	if err != nil {
+		return nil, err
+	}
+	rt, err := objcrt.Load()
+	if err != nil {
+		return nil, fmt.Errorf("metal: %w", err)
+	}
+	d := &mtlDriver{rt: rt, s: newSels(), m: newMsgs(rt), pipes: map[string]pipeline{}}
 	var ferr error
-	d.withPool(func() {
+	rt.Pool(func() {
 		devs := copyAllDevices()
 		if devs == 0 {
 			ferr = errors.New("metal: MTLCopyAllDevices returned no devices")
 			return
 		}
-		defer devs.Send(d.s.release)
-		n := objc.Send[uint](devs, d.s.count)
+		defer d.m.void(devs, d.s.release)
+		n := rt.SendUint(devs, d.s.count)
 		if opts.Device < 0 || uint(opts.Device) >= n {
 			ferr = fmt.Errorf("metal: device %d requested, %d available", opts.Device, n)
 			return
 		}
-		d.dev = devs.Send(d.s.objectAtIndex, uint(opts.Device))
-		d.dev.Send(d.s.retain)
-		d.queue = d.dev.Send(d.s.newCommandQueue)
+		d.dev = d.m.idUint(devs, d.s.objectAtIndex, uint(opts.Device))
+		d.m.id(d.dev, d.s.retain)
+		d.queue = d.m.id(d.dev, d.s.newCommandQueue)
 		if d.queue == 0 {
 			ferr = errors.New("metal: newCommandQueue failed")
 			return
@@ -145,12 +219,14 @@ func newMTLDriver(opts Options) (*mtlDriver, error) {
 			ferr = err
 			return
 		}
-		copts := objc.ID(objc.GetClass("MTLCompileOptions")).Send(d.s.alloc).Send(d.s.init)
-		defer copts.Send(d.s.release)
+		copts := d.m.id(d.m.id(objc.ID(objc.GetClass("MTLCompileOptions")), d.s.alloc), d.s.init)
+		defer d.m.void(copts, d.s.release)
 		// Precise math: RoPE angles reach thousands of radians.
-		copts.Send(d.s.setFastMathEnabled, false)
+		// (fastMathEnabled is deprecated from macOS 15 in favour of
+		// mathMode, and still honoured.)
+		d.m.voidBool(copts, d.s.setFastMathEnabled, false)
 		var nserr objc.ID
-		d.lib = d.dev.Send(d.s.newLibraryWithSource, d.nsString(src), copts, unsafe.Pointer(&nserr))
+		d.lib = d.m.library(d.dev, d.s.newLibraryWithSource, rt.NSString(src), copts, &nserr)
 		if d.lib == 0 {
 			ferr = fmt.Errorf("metal: compile kernels: %s", d.describe(nserr))
 		}
@@ -162,45 +238,13 @@ func newMTLDriver(opts Options) (*mtlDriver, error) {
 	return d, nil
 }
 
-// withPool runs f on one OS thread inside an autorelease pool, so that the
-// autoreleased objects f receives (and retains where it keeps them) are
-// drained.
-func (d *mtlDriver) withPool(f func()) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	p := d.poolPush()
-	defer d.poolPop(p)
-	f()
-}
-
-// nsString returns an autoreleased NSString; call inside withPool.
-func (d *mtlDriver) nsString(s string) objc.ID {
-	b := append([]byte(s), 0)
-	id := objc.ID(objc.GetClass("NSString")).Send(d.s.stringWithUTF8String, unsafe.Pointer(&b[0]))
-	runtime.KeepAlive(b)
-	return id
-}
-
-func (d *mtlDriver) goString(ns objc.ID) string {
-	if ns == 0 {
-		return ""
-	}
-	p := objc.Send[*byte](ns, d.s.utf8String)
-	if p == nil {
-		return ""
-	}
-	var out []byte
-	for q := unsafe.Pointer(p); *(*byte)(q) != 0; q = unsafe.Add(q, 1) {
-		out = append(out, *(*byte)(q))
-	}
-	return string(out)
-}
-
+// describe returns an NSError's localized description; call inside the
+// pool that received the error.
 func (d *mtlDriver) describe(nserr objc.ID) string {
 	if nserr == 0 {
 		return "unknown error"
 	}
-	return d.goString(nserr.Send(d.s.localizedDescription))
+	return d.rt.GoString(d.m.id(nserr, d.s.localizedDescription))
 }
 
 func (d *mtlDriver) name() string { return "metal" }
@@ -209,12 +253,12 @@ func (d *mtlDriver) wrap(id objc.ID, size int) (*mtlBuf, error) {
 	if id == 0 {
 		return nil, fmt.Errorf("metal: buffer of %d bytes not created", size)
 	}
-	return &mtlBuf{id: id, ptr: objc.Send[unsafe.Pointer](id, d.s.contents), size: size}, nil
+	return &mtlBuf{id: id, ptr: d.rt.SendPtr(id, d.s.contents), size: size}, nil
 }
 
 func (d *mtlDriver) alloc(size int) (buffer, error) {
 	size = max(size, 16)
-	return d.wrap(d.dev.Send(d.s.newBufferWithLength, uint(size), uint(mtlStorageShared)), size)
+	return d.wrap(d.m.bufLen(d.dev, d.s.newBufferWithLength, uint(size), uint(mtlStorageShared)), size)
 }
 
 func (d *mtlDriver) host(b buffer) []byte {
@@ -225,7 +269,7 @@ func (d *mtlDriver) host(b buffer) []byte {
 func (d *mtlDriver) free(b buffer) {
 	m := b.(*mtlBuf)
 	if d.idle() {
-		m.id.Send(d.s.release)
+		d.m.void(m.id, d.s.release)
 		return
 	}
 	d.pending = append(d.pending, m)
@@ -246,7 +290,7 @@ func (d *mtlDriver) mapRegion(data []byte) error {
 		return fmt.Errorf("metal: region at %#x is not page-aligned", start)
 	}
 	n := (len(data) + pageSize - 1) / pageSize * pageSize
-	id := d.dev.Send(d.s.newBufferNoCopy, unsafe.Pointer(&data[0]), uint(n), uint(mtlStorageShared), uintptr(0))
+	id := d.m.bufNoCopy(d.dev, d.s.newBufferNoCopy, unsafe.Pointer(&data[0]), uint(n), uint(mtlStorageShared), 0)
 	b, err := d.wrap(id, n)
 	if err != nil {
 		return err
@@ -269,10 +313,10 @@ func (d *mtlDriver) weight(data []byte) (buffer, int, error) {
 		}
 	}
 	if p%pageSize == 0 && len(data)%pageSize == 0 {
-		b, err := d.wrap(d.dev.Send(d.s.newBufferNoCopy, unsafe.Pointer(&data[0]), uint(len(data)), uint(mtlStorageShared), uintptr(0)), len(data))
+		b, err := d.wrap(d.m.bufNoCopy(d.dev, d.s.newBufferNoCopy, unsafe.Pointer(&data[0]), uint(len(data)), uint(mtlStorageShared), 0), len(data))
 		return b, 0, err
 	}
-	b, err := d.wrap(d.dev.Send(d.s.newBufferWithBytes, unsafe.Pointer(&data[0]), uint(len(data)), uint(mtlStorageShared)), len(data))
+	b, err := d.wrap(d.m.bufBytes(d.dev, d.s.newBufferWithBytes, unsafe.Pointer(&data[0]), uint(len(data)), uint(mtlStorageShared)), len(data))
 	return b, 0, err
 }
 
@@ -285,20 +329,20 @@ func (d *mtlDriver) pipeline(kernel string) (pipeline, error) {
 	}
 	var p pipeline
 	var perr error
-	d.withPool(func() {
-		fn := d.lib.Send(d.s.newFunctionWithName, d.nsString(kernel))
+	d.rt.Pool(func() {
+		fn := d.m.idID(d.lib, d.s.newFunctionWithName, d.rt.NSString(kernel))
 		if fn == 0 {
 			perr = fmt.Errorf("metal: no kernel %q in the library", kernel)
 			return
 		}
-		defer fn.Send(d.s.release)
+		defer d.m.void(fn, d.s.release)
 		var nserr objc.ID
-		p.state = d.dev.Send(d.s.newComputePipelineState, fn, unsafe.Pointer(&nserr))
+		p.state = d.m.pipelineState(d.dev, d.s.newComputePipelineState, fn, &nserr)
 		if p.state == 0 {
 			perr = fmt.Errorf("metal: pipeline %s: %s", kernel, d.describe(nserr))
 			return
 		}
-		p.maxThreads = int(objc.Send[uint](p.state, d.s.maxTotalThreads))
+		p.maxThreads = int(d.rt.SendUint(p.state, d.s.maxTotalThreads))
 	})
 	if perr != nil {
 		return p, perr
@@ -341,25 +385,25 @@ func (d *mtlDriver) dispatch(kernel string, groups, threads [3]int, binds []bind
 		d.err = fmt.Errorf("metal: kernel %s: %d threads per group, the pipeline allows %d", kernel, n, p.maxThreads)
 		return
 	}
-	d.withPool(func() {
+	d.rt.Pool(func() {
 		if d.cmd == 0 {
-			d.cmd = d.queue.Send(d.s.commandBuffer)
-			d.cmd.Send(d.s.retain)
+			d.cmd = d.m.id(d.queue, d.s.commandBuffer)
+			d.m.id(d.cmd, d.s.retain)
 		}
 		if d.enc == 0 {
-			d.enc = d.cmd.Send(d.s.computeCommandEncoder)
-			d.enc.Send(d.s.retain)
+			d.enc = d.m.id(d.cmd, d.s.computeCommandEncoder)
+			d.m.id(d.enc, d.s.retain)
 		}
 	})
-	d.enc.Send(d.s.setComputePipelineState, p.state)
+	d.m.voidID(d.enc, d.s.setComputePipelineState, p.state)
 	for _, b := range binds {
 		if b.bytes != nil {
-			d.enc.Send(d.s.setBytes, unsafe.Pointer(&b.bytes[0]), uint(len(b.bytes)), uint(b.index))
+			d.m.setBytes(d.enc, d.s.setBytes, unsafe.Pointer(&b.bytes[0]), uint(len(b.bytes)), uint(b.index))
 			continue
 		}
-		d.enc.Send(d.s.setBuffer, b.buf.(*mtlBuf).id, uint(b.off), uint(b.index))
+		d.m.setBuffer(d.enc, d.s.setBuffer, b.buf.(*mtlBuf).id, uint(b.off), uint(b.index))
 	}
-	d.enc.Send(d.s.dispatchThreadgroups,
+	d.m.dispatch(d.enc, d.s.dispatchThreadgroups,
 		mtlSize{uint(groups[0]), uint(groups[1]), uint(groups[2])},
 		mtlSize{uint(threads[0]), uint(threads[1]), uint(threads[2])})
 	d.nDispatch++
@@ -371,42 +415,60 @@ func (d *mtlDriver) dispatch(kernel string, groups, threads [3]int, binds []bind
 // commit ends the current encoder and commits its command buffer.
 func (d *mtlDriver) commit() {
 	if d.enc != 0 {
-		d.enc.Send(d.s.endEncoding)
-		d.enc.Send(d.s.release)
+		d.m.void(d.enc, d.s.endEncoding)
+		d.m.void(d.enc, d.s.release)
 		d.enc = 0
 	}
 	if d.cmd != 0 {
-		d.cmd.Send(d.s.commit)
+		d.m.void(d.cmd, d.s.commit)
 		d.inflight = append(d.inflight, d.cmd)
 		d.cmd = 0
 	}
 	d.nDispatch = 0
 }
 
+// wait commits what is recorded and waits for every committed command
+// buffer. The waiting itself (waitUntilCompleted, which blocks its thread)
+// happens on a goroutine of its own, so that ctx can end the wait; a later
+// wait picks up the same waiter, and no command buffer is released while
+// the waiter may still touch it.
 func (d *mtlDriver) wait(ctx context.Context) error {
 	d.commit()
 	for len(d.inflight) > 0 {
-		cb := d.inflight[0]
-		for {
-			st := objc.Send[uint](cb, d.s.status)
-			if st >= mtlStatusCompleted {
-				if st == mtlStatusError && d.err == nil {
-					d.withPool(func() {
-						d.err = fmt.Errorf("metal: command buffer failed: %s", d.describe(cb.Send(d.s.errorSel)))
-					})
+		if d.waitDone == nil {
+			cbs := append([]objc.ID(nil), d.inflight...)
+			done := make(chan struct{})
+			d.waitDone, d.waitN = done, len(cbs)
+			go func() {
+				defer close(done)
+				for _, cb := range cbs {
+					d.m.void(cb, d.s.waitUntilCompleted)
 				}
-				break
-			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			time.Sleep(50 * time.Microsecond)
+			}()
 		}
-		cb.Send(d.s.release)
-		d.inflight = d.inflight[1:]
+		select {
+		case <-d.waitDone:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		done := d.inflight[:d.waitN]
+		d.inflight = d.inflight[d.waitN:]
+		d.waitDone, d.waitN = nil, 0
+		for _, cb := range done {
+			switch st := d.rt.SendUint(cb, d.s.status); {
+			case st == mtlStatusCompleted || d.err != nil:
+			case st == mtlStatusError:
+				d.rt.Pool(func() {
+					d.err = fmt.Errorf("metal: command buffer failed: %s", d.describe(d.m.id(cb, d.s.errorSel)))
+				})
+			default:
+				d.err = fmt.Errorf("metal: command buffer has status %d after waitUntilCompleted", st)
+			}
+			d.m.void(cb, d.s.release)
+		}
 	}
 	for _, b := range d.pending {
-		b.id.Send(d.s.release)
+		d.m.void(b.id, d.s.release)
 	}
 	d.pending = nil
 	err := d.err
@@ -419,14 +481,14 @@ func (d *mtlDriver) close() {
 		_ = d.wait(context.Background())
 	}
 	for _, p := range d.pipes {
-		p.state.Send(d.s.release)
+		d.m.void(p.state, d.s.release)
 	}
 	for _, r := range d.regions {
-		r.buf.id.Send(d.s.release)
+		d.m.void(r.buf.id, d.s.release)
 	}
 	for _, id := range []objc.ID{d.lib, d.queue, d.dev} {
 		if id != 0 {
-			id.Send(d.s.release)
+			d.m.void(id, d.s.release)
 		}
 	}
 	d.pipes, d.regions, d.lib, d.queue, d.dev = nil, nil, 0, 0, 0
