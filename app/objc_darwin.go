@@ -85,11 +85,3 @@ var loadObjC = sync.OnceValues(func() (*appObjC, error) {
 		},
 	}, nil
 })
-
-// nsErrorText returns an NSError's localized description.
-func (o *appObjC) nsErrorText(e objc.ID) string {
-	if e := o.Error(e); e != nil {
-		return e.Text
-	}
-	return "unknown error"
-}

@@ -50,18 +50,22 @@ func RunTray(ctx context.Context, ctrl *Controller) error {
 		return err
 	}
 	s := &oc.sel
+	// Menus arrive from the controller's goroutines and are shown on the
+	// main thread; every hop is a message, so each runs in a pool.
 	ctrl.OnChange(func(m Menu) {
 		v.mu.Lock()
 		v.pending = &m
 		v.mu.Unlock()
-		target.Send(s.performOnMain, s.refresh, objc.ID(0), false)
+		oc.Pool(func() { target.Send(s.performOnMain, s.refresh, objc.ID(0), false) })
 	})
 	go func() {
 		<-ctx.Done()
 		ctrl.sys.Stop()
-		target.Send(s.performOnMain, s.quit, objc.ID(0), false)
+		oc.Pool(func() { target.Send(s.performOnMain, s.quit, objc.ID(0), false) })
 	}()
-	app.Send(s.run)
+	// The run loop drains pools of its own around every event; this one
+	// holds only what run itself may autorelease before it starts.
+	oc.Pool(func() { app.Send(s.run) })
 	return nil
 }
 
@@ -119,13 +123,15 @@ var targetClass = sync.OnceValues(func() (objc.Class, error) {
 		{Cmd: s.itemClicked, Fn: func(self objc.ID, _ objc.SEL, sender objc.ID) {
 			// The menu is rebuilt on the main thread, where clicks arrive
 			// too, so a tag is always a position in the current menu.
-			trayOf(self).click(0, oc.SendInt(sender, s.tag))
+			var tag int
+			oc.Pool(func() { tag = oc.SendInt(sender, s.tag) })
+			trayOf(self).click(0, tag)
 		}},
 		{Cmd: s.refresh, Fn: func(self objc.ID, _ objc.SEL, _ objc.ID) {
 			trayOf(self).refresh()
 		}},
 		{Cmd: s.quit, Fn: func(self objc.ID, _ objc.SEL, _ objc.ID) {
-			oc.cls.NSApplication.Send(s.sharedApplication).Send(s.terminate, objc.ID(0))
+			oc.Pool(func() { oc.cls.NSApplication.Send(s.sharedApplication).Send(s.terminate, objc.ID(0)) })
 		}},
 	})
 })
@@ -144,7 +150,8 @@ func newTarget(v *darwinTray) (objc.ID, error) {
 	if err != nil {
 		return 0, fmt.Errorf("register the menu target class: %w", err)
 	}
-	t := objc.ID(cls).Send(v.oc.sel.alloc).Send(v.oc.sel.init)
+	var t objc.ID
+	v.oc.Pool(func() { t = objc.ID(cls).Send(v.oc.sel.alloc).Send(v.oc.sel.init) })
 	trays.Store(t, v)
 	return t, nil
 }

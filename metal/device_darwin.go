@@ -256,9 +256,12 @@ func (d *mtlDriver) wrap(id objc.ID, size int) (*mtlBuf, error) {
 	return &mtlBuf{id: id, ptr: d.rt.SendPtr(id, d.s.contents), size: size}, nil
 }
 
-func (d *mtlDriver) alloc(size int) (buffer, error) {
+func (d *mtlDriver) alloc(size int) (b buffer, err error) {
 	size = max(size, 16)
-	return d.wrap(d.m.bufLen(d.dev, d.s.newBufferWithLength, uint(size), uint(mtlStorageShared)), size)
+	d.rt.Pool(func() {
+		b, err = d.wrap(d.m.bufLen(d.dev, d.s.newBufferWithLength, uint(size), uint(mtlStorageShared)), size)
+	})
+	return b, err
 }
 
 func (d *mtlDriver) host(b buffer) []byte {
@@ -269,7 +272,7 @@ func (d *mtlDriver) host(b buffer) []byte {
 func (d *mtlDriver) free(b buffer) {
 	m := b.(*mtlBuf)
 	if d.idle() {
-		d.m.void(m.id, d.s.release)
+		d.rt.Pool(func() { d.m.void(m.id, d.s.release) })
 		return
 	}
 	d.pending = append(d.pending, m)
@@ -290,8 +293,11 @@ func (d *mtlDriver) mapRegion(data []byte) error {
 		return fmt.Errorf("metal: region at %#x is not page-aligned", start)
 	}
 	n := (len(data) + pageSize - 1) / pageSize * pageSize
-	id := d.m.bufNoCopy(d.dev, d.s.newBufferNoCopy, unsafe.Pointer(&data[0]), uint(n), uint(mtlStorageShared), 0)
-	b, err := d.wrap(id, n)
+	var b *mtlBuf
+	var err error
+	d.rt.Pool(func() {
+		b, err = d.wrap(d.m.bufNoCopy(d.dev, d.s.newBufferNoCopy, unsafe.Pointer(&data[0]), uint(n), uint(mtlStorageShared), 0), n)
+	})
 	if err != nil {
 		return err
 	}
@@ -301,9 +307,15 @@ func (d *mtlDriver) mapRegion(data []byte) error {
 
 // weight wraps weight bytes: inside a registered region as an offset, as a
 // buffer without a copy when the bytes are whole pages, else as a copy.
-func (d *mtlDriver) weight(data []byte) (buffer, int, error) {
+func (d *mtlDriver) weight(data []byte) (buf buffer, off int, err error) {
+	d.rt.Pool(func() { buf, off, err = d.placeWeight(data) })
+	return buf, off, err
+}
+
+// placeWeight is weight inside a pool.
+func (d *mtlDriver) placeWeight(data []byte) (buffer, int, error) {
 	if len(data) == 0 {
-		b, err := d.alloc(16)
+		b, err := d.wrap(d.m.bufLen(d.dev, d.s.newBufferWithLength, 16, uint(mtlStorageShared)), 16)
 		return b, 0, err
 	}
 	p := uintptr(unsafe.Pointer(&data[0]))
@@ -385,16 +397,20 @@ func (d *mtlDriver) dispatch(kernel string, groups, threads [3]int, binds []bind
 		d.err = fmt.Errorf("metal: kernel %s: %d threads per group, the pipeline allows %d", kernel, n, p.maxThreads)
 		return
 	}
-	d.rt.Pool(func() {
-		if d.cmd == 0 {
-			d.cmd = d.m.id(d.queue, d.s.commandBuffer)
-			d.m.id(d.cmd, d.s.retain)
-		}
-		if d.enc == 0 {
-			d.enc = d.m.id(d.cmd, d.s.computeCommandEncoder)
-			d.m.id(d.enc, d.s.retain)
-		}
-	})
+	d.rt.Pool(func() { d.encode(p, groups, threads, binds) })
+}
+
+// encode records one dispatch, starting a command buffer and an encoder
+// when there is none, and commits every dispatchesPerCommit dispatches.
+func (d *mtlDriver) encode(p pipeline, groups, threads [3]int, binds []binding) {
+	if d.cmd == 0 {
+		d.cmd = d.m.id(d.queue, d.s.commandBuffer)
+		d.m.id(d.cmd, d.s.retain)
+	}
+	if d.enc == 0 {
+		d.enc = d.m.id(d.cmd, d.s.computeCommandEncoder)
+		d.m.id(d.enc, d.s.retain)
+	}
 	d.m.voidID(d.enc, d.s.setComputePipelineState, p.state)
 	for _, b := range binds {
 		if b.bytes != nil {
@@ -412,7 +428,8 @@ func (d *mtlDriver) dispatch(kernel string, groups, threads [3]int, binds []bind
 	}
 }
 
-// commit ends the current encoder and commits its command buffer.
+// commit ends the current encoder and commits its command buffer; call
+// inside a pool.
 func (d *mtlDriver) commit() {
 	if d.enc != 0 {
 		d.m.void(d.enc, d.s.endEncoding)
@@ -433,7 +450,7 @@ func (d *mtlDriver) commit() {
 // wait picks up the same waiter, and no command buffer is released while
 // the waiter may still touch it.
 func (d *mtlDriver) wait(ctx context.Context) error {
-	d.commit()
+	d.rt.Pool(d.commit)
 	for len(d.inflight) > 0 {
 		if d.waitDone == nil {
 			cbs := append([]objc.ID(nil), d.inflight...)
@@ -441,9 +458,11 @@ func (d *mtlDriver) wait(ctx context.Context) error {
 			d.waitDone, d.waitN = done, len(cbs)
 			go func() {
 				defer close(done)
-				for _, cb := range cbs {
-					d.m.void(cb, d.s.waitUntilCompleted)
-				}
+				d.rt.Pool(func() {
+					for _, cb := range cbs {
+						d.m.void(cb, d.s.waitUntilCompleted)
+					}
+				})
 			}()
 		}
 		select {
@@ -454,29 +473,41 @@ func (d *mtlDriver) wait(ctx context.Context) error {
 		done := d.inflight[:d.waitN]
 		d.inflight = d.inflight[d.waitN:]
 		d.waitDone, d.waitN = nil, 0
-		for _, cb := range done {
-			switch st := d.rt.SendUint(cb, d.s.status); {
-			case st == mtlStatusCompleted || d.err != nil:
-			case st == mtlStatusError:
-				d.rt.Pool(func() {
-					d.err = fmt.Errorf("metal: command buffer failed: %s", d.describe(d.m.id(cb, d.s.errorSel)))
-				})
-			default:
-				d.err = fmt.Errorf("metal: command buffer has status %d after waitUntilCompleted", st)
-			}
-			d.m.void(cb, d.s.release)
+		d.rt.Pool(func() { d.finish(done) })
+	}
+	d.rt.Pool(func() {
+		for _, b := range d.pending {
+			d.m.void(b.id, d.s.release)
 		}
-	}
-	for _, b := range d.pending {
-		d.m.void(b.id, d.s.release)
-	}
+	})
 	d.pending = nil
 	err := d.err
 	d.err = nil
 	return err
 }
 
+// finish reads the outcome of completed command buffers into d.err and
+// releases them; call inside a pool.
+func (d *mtlDriver) finish(done []objc.ID) {
+	for _, cb := range done {
+		switch st := d.rt.SendUint(cb, d.s.status); {
+		case st == mtlStatusCompleted || d.err != nil:
+		case st == mtlStatusError:
+			d.err = fmt.Errorf("metal: command buffer failed: %s", d.describe(d.m.id(cb, d.s.errorSel)))
+		default:
+			d.err = fmt.Errorf("metal: command buffer has status %d after waitUntilCompleted", st)
+		}
+		d.m.void(cb, d.s.release)
+	}
+}
+
 func (d *mtlDriver) close() {
+	d.rt.Pool(d.release)
+}
+
+// release waits for queued work and releases every object the driver
+// holds; call inside a pool.
+func (d *mtlDriver) release() {
 	if d.cmd != 0 || len(d.inflight) > 0 {
 		_ = d.wait(context.Background())
 	}

@@ -155,3 +155,222 @@ func TestRegisteredOnce(t *testing.T) {
 		})
 	}
 }
+
+// sendNames are the calls that send an Objective-C message (or read an
+// autoreleased object), by the name called and the least number of
+// arguments: ID.Send, the Runtime's typed senders and conversions, and the
+// fields of a package's own table of typed senders (a struct type named
+// msgs).
+func sendNames(files []darwinFile) map[string]int {
+	names := map[string]int{
+		"Send": 1, "SendUint": 2, "SendUint64": 2, "SendInt": 2, "SendBool": 2, "SendPtr": 2,
+		"SendBoolInt": 3, "SendBoolPtr": 3, "NSString": 1, "GoString": 1, "Error": 1,
+	}
+	for _, df := range files {
+		ast.Inspect(df.f, func(n ast.Node) bool {
+			ts, ok := n.(*ast.TypeSpec)
+			if !ok || ts.Name.Name != "msgs" {
+				return true
+			}
+			if st, ok := ts.Type.(*ast.StructType); ok {
+				for _, fl := range st.Fields.List {
+					for _, nm := range fl.Names {
+						names[nm.Name] = 2
+					}
+				}
+			}
+			return false
+		})
+	}
+	return names
+}
+
+// funcKey names a top-level function of a package: methods by "recv.name"
+// are matched by name alone ("." + name), plain functions by name.
+type funcKey struct{ pkg, name string }
+
+// poolCheck is the analysis of one package's darwin files.
+type poolCheck struct {
+	sends map[string]int
+	// funcs and methods declared in the package's darwin files.
+	funcs, methods map[string]*ast.FuncDecl
+}
+
+// isPoolCall reports whether call is x.Pool(func() {...}).
+func isPoolCall(call *ast.CallExpr) bool {
+	sel, ok := call.Fun.(*ast.SelectorExpr)
+	return ok && sel.Sel.Name == "Pool" && len(call.Args) == 1
+}
+
+// callee classifies a call: a message send, a call of a package function
+// (its key), or neither.
+func (c *poolCheck) callee(call *ast.CallExpr) (send bool, key string) {
+	switch fn := call.Fun.(type) {
+	case *ast.SelectorExpr:
+		if n, ok := c.sends[fn.Sel.Name]; ok && len(call.Args) >= n {
+			return true, ""
+		}
+		if _, ok := c.methods[fn.Sel.Name]; ok {
+			return false, "." + fn.Sel.Name
+		}
+	case *ast.Ident:
+		if _, ok := c.funcs[fn.Name]; ok {
+			return false, fn.Name
+		}
+	}
+	return false, ""
+}
+
+// outside calls visit for every call in body that is not inside the
+// function literal of a Pool call.
+func outside(body ast.Node, visit func(*ast.CallExpr)) {
+	ast.Inspect(body, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		if isPoolCall(call) {
+			return false
+		}
+		visit(call)
+		return true
+	})
+}
+
+// TestAutoreleasePools checks that every Objective-C message of the darwin
+// code is sent inside an autorelease pool (objcrt.Runtime.Pool): Go's
+// threads never exit, so objects autoreleased outside a pool would pile up
+// for the life of the daemon or the app. A function that sends outside a
+// pool of its own is accepted only when every call of it lies inside a
+// pool, or inside another function so accepted; the functions nothing in
+// the file calls (the driver's methods, the System's, RunTray, callbacks)
+// must therefore open their own. The objcrt package itself provides the
+// building blocks, which document that they run inside a caller's pool.
+func TestAutoreleasePools(t *testing.T) {
+	files := darwinFiles(t)
+	sends := sendNames(files)
+	byPkg := map[string][]darwinFile{}
+	for _, df := range files {
+		if df.f.Name.Name == "objcrt" {
+			continue
+		}
+		dir := filepath.Dir(df.path)
+		byPkg[dir] = append(byPkg[dir], df)
+	}
+	for dir, pkgFiles := range byPkg {
+		c := &poolCheck{sends: sends, funcs: map[string]*ast.FuncDecl{}, methods: map[string]*ast.FuncDecl{}}
+		for _, df := range pkgFiles {
+			for _, d := range df.f.Decls {
+				if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil {
+					if fd.Recv != nil {
+						c.methods[fd.Name.Name] = fd
+					} else {
+						c.funcs[fd.Name.Name] = fd
+					}
+				}
+			}
+		}
+		// The units of code: top-level functions, and package-level
+		// variables whose initialisers hold function literals.
+		type unit struct {
+			key  string
+			body ast.Node
+			df   darwinFile
+		}
+		var units []unit
+		for _, df := range pkgFiles {
+			for _, d := range df.f.Decls {
+				switch d := d.(type) {
+				case *ast.FuncDecl:
+					if d.Body == nil {
+						continue
+					}
+					key := d.Name.Name
+					if d.Recv != nil {
+						key = "." + key
+					}
+					units = append(units, unit{key, d.Body, df})
+				case *ast.GenDecl:
+					for _, s := range d.Specs {
+						if v, ok := s.(*ast.ValueSpec); ok {
+							for _, val := range v.Values {
+								units = append(units, unit{"var " + v.Names[0].Name, val, df})
+							}
+						}
+					}
+				}
+			}
+		}
+		// sender[k]: k sends outside a pool of its own (directly or by
+		// calling a sender), with the first such call for the message.
+		sender := map[string]token.Pos{}
+		for changed := true; changed; {
+			changed = false
+			for _, u := range units {
+				if _, done := sender[u.key]; done {
+					continue
+				}
+				outside(u.body, func(call *ast.CallExpr) {
+					if _, done := sender[u.key]; done {
+						return
+					}
+					send, key := c.callee(call)
+					if _, calleeSends := sender[key]; send || (key != "" && calleeSends) {
+						sender[u.key] = call.Pos()
+						changed = true
+					}
+				})
+			}
+		}
+		// A sender is covered when it is called and every call is inside a
+		// pool or inside a covered sender: start from "every called sender
+		// is covered" and drop the ones with a call outside, until stable.
+		called := map[string]bool{}
+		for _, u := range units {
+			ast.Inspect(u.body, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				if _, key := c.callee(call); key != "" {
+					called[key] = true
+				}
+				// Pool(d.commit): a method value run inside the pool.
+				if isPoolCall(call) {
+					if _, key := c.callee(&ast.CallExpr{Fun: call.Args[0]}); key != "" {
+						called[key] = true
+					}
+				}
+				return true
+			})
+		}
+		// A sender nothing here calls is an entry point: not covered.
+		covered := map[string]bool{}
+		for k := range sender {
+			covered[k] = called[k]
+		}
+		for changed := true; changed; {
+			changed = false
+			for _, u := range units {
+				outside(u.body, func(call *ast.CallExpr) {
+					_, key := c.callee(call)
+					if _, ok := sender[key]; !ok {
+						return
+					}
+					if !covered[u.key] && covered[key] {
+						covered[key] = false
+						changed = true
+					}
+				})
+			}
+		}
+		for _, u := range units {
+			pos, ok := sender[u.key]
+			if !ok || covered[u.key] {
+				continue
+			}
+			t.Errorf("%s: %s sends Objective-C messages outside an autorelease pool (first at %s); wrap them in Runtime.Pool",
+				dir, strings.TrimPrefix(u.key, "."), u.df.fset.Position(pos))
+		}
+	}
+}
