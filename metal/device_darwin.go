@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -66,7 +67,7 @@ type sels struct {
 	newFunctionWithName, newComputePipelineState, maxTotalThreads, newBufferWithLength,
 	newBufferNoCopy, newBufferWithBytes, contents, commandBuffer, computeCommandEncoder,
 	setComputePipelineState, setBuffer, setBytes, dispatchThreadgroups, endEncoding, commit,
-	waitUntilCompleted, status, errorSel, localizedDescription objc.SEL
+	waitUntilCompleted, status, errorSel, localizedDescription, maxBufferLength objc.SEL
 }
 
 func newSels() sels {
@@ -95,6 +96,7 @@ func newSels() sels {
 		status:               r("status"),
 		errorSel:             r("error"),
 		localizedDescription: r("localizedDescription"),
+		maxBufferLength:      r("maxBufferLength"),
 	}
 }
 
@@ -161,15 +163,11 @@ type mtlDriver struct {
 	waitDone chan struct{}
 	waitN    int
 	pending  []*mtlBuf
-	regions  []region
-	err      error
-}
-
-// region is a page-aligned span of memory (an mmap'd checkpoint file)
-// wrapped once without a copy; weights inside it are served as offsets.
-type region struct {
-	start, end uintptr
-	buf        *mtlBuf
+	// place holds the device's limits, the regions wrapped without a copy
+	// (mmap'd checkpoint files; weights inside them are served as
+	// offsets) and where weights went.
+	place placement
+	err   error
 }
 
 // loadMetal loads Metal.framework and returns MTLCopyAllDevices.
@@ -209,6 +207,8 @@ func newMTLDriver(opts Options) (*mtlDriver, error) {
 		}
 		d.dev = d.m.idUint(devs, d.s.objectAtIndex, uint(opts.Device))
 		d.m.id(d.dev, d.s.retain)
+		// @property (readonly) NSUInteger maxBufferLength (MTLDevice.h).
+		d.place.lim = deviceLimits{pageSize: os.Getpagesize(), maxBuffer: int(rt.SendUint(d.dev, d.s.maxBufferLength))}
 		d.queue = d.m.id(d.dev, d.s.newCommandQueue)
 		if d.queue == 0 {
 			ferr = errors.New("metal: newCommandQueue failed")
@@ -258,6 +258,9 @@ func (d *mtlDriver) wrap(id objc.ID, size int) (*mtlBuf, error) {
 
 func (d *mtlDriver) alloc(size int) (b buffer, err error) {
 	size = max(size, 16)
+	if err := checkBuffer(size, d.place.lim); err != nil {
+		return nil, fmt.Errorf("metal: %w", err)
+	}
 	d.rt.Pool(func() {
 		b, err = d.wrap(d.m.bufLen(d.dev, d.s.newBufferWithLength, uint(size), uint(mtlStorageShared)), size)
 	})
@@ -278,58 +281,68 @@ func (d *mtlDriver) free(b buffer) {
 	d.pending = append(d.pending, m)
 }
 
-// pageSize is the page size of Apple Silicon macOS.
-const pageSize = 16384
-
-// MapRegion registers a page-aligned span of memory, typically a whole
-// mmap'd checkpoint file, so that weights inside it become offsets into one
-// buffer made without a copy.
+// mapRegion wraps a region of memory (a whole mmap'd checkpoint file)
+// without a copy when the device can (planRegion: page-aligned, whole
+// pages, within maxBufferLength, and newBufferWithBytesNoCopy agrees), so
+// weights inside it become offsets into one buffer. A region it cannot wrap
+// is declined, never an error: its weights are then copied.
 func (d *mtlDriver) mapRegion(data []byte) error {
 	if len(data) == 0 {
 		return nil
 	}
 	start := uintptr(unsafe.Pointer(&data[0]))
-	if start%pageSize != 0 {
-		return fmt.Errorf("metal: region at %#x is not page-aligned", start)
+	plan := planRegion(start, len(data), d.place.lim)
+	if plan.reason != "" {
+		d.place.decline(plan.reason)
+		return nil
 	}
-	n := (len(data) + pageSize - 1) / pageSize * pageSize
 	var b *mtlBuf
-	var err error
 	d.rt.Pool(func() {
-		b, err = d.wrap(d.m.bufNoCopy(d.dev, d.s.newBufferNoCopy, unsafe.Pointer(&data[0]), uint(n), uint(mtlStorageShared), 0), n)
+		// The mapping's last page is mapped whole, so the buffer may span
+		// it; a nil deallocator leaves unmapping to the file's owner.
+		id := d.m.bufNoCopy(d.dev, d.s.newBufferNoCopy, unsafe.Pointer(&data[0]), uint(plan.size), uint(mtlStorageShared), 0)
+		b, _ = d.wrap(id, plan.size)
 	})
-	if err != nil {
-		return err
+	if b == nil {
+		d.place.decline(fmt.Sprintf("newBufferWithBytesNoCopy returned nil for %d bytes at %#x", plan.size, start))
+		return nil
 	}
-	d.regions = append(d.regions, region{start: start, end: start + uintptr(len(data)), buf: b})
+	d.place.addRegion(start, len(data), b)
 	return nil
 }
 
-// weight wraps weight bytes: inside a registered region as an offset, as a
-// buffer without a copy when the bytes are whole pages, else as a copy.
-func (d *mtlDriver) weight(data []byte) (buf buffer, off int, err error) {
-	d.rt.Pool(func() { buf, off, err = d.placeWeight(data) })
-	return buf, off, err
-}
-
-// placeWeight is weight inside a pool.
-func (d *mtlDriver) placeWeight(data []byte) (buffer, int, error) {
-	if len(data) == 0 {
-		b, err := d.wrap(d.m.bufLen(d.dev, d.s.newBufferWithLength, 16, uint(mtlStorageShared)), 16)
-		return b, 0, err
+// weight serves weight bytes as an offset into a wrapped region when they
+// lie inside one at an offset the kernels can read (planWeight), else as a
+// copy in a buffer of their own.
+func (d *mtlDriver) weight(data []byte, align int) (buf buffer, off int, err error) {
+	n := len(data)
+	if n == 0 {
+		n = 16 // every buffer has an address
 	}
-	p := uintptr(unsafe.Pointer(&data[0]))
-	for _, r := range d.regions {
-		if p >= r.start && p+uintptr(len(data)) <= r.end {
-			return r.buf, int(p - r.start), nil
+	i, off := -1, 0
+	if len(data) > 0 {
+		if i, off, err = planWeight(uintptr(unsafe.Pointer(&data[0])), len(data), align, d.place.regions, d.place.lim); err != nil {
+			return nil, 0, fmt.Errorf("metal: %w", err)
 		}
 	}
-	if p%pageSize == 0 && len(data)%pageSize == 0 {
-		b, err := d.wrap(d.m.bufNoCopy(d.dev, d.s.newBufferNoCopy, unsafe.Pointer(&data[0]), uint(len(data)), uint(mtlStorageShared), 0), len(data))
-		return b, 0, err
+	if i >= 0 {
+		d.place.inRegion++
+		return d.place.bufs[i], off, nil
 	}
-	b, err := d.wrap(d.m.bufBytes(d.dev, d.s.newBufferWithBytes, unsafe.Pointer(&data[0]), uint(len(data)), uint(mtlStorageShared)), len(data))
-	return b, 0, err
+	d.rt.Pool(func() {
+		var id objc.ID
+		if len(data) == 0 {
+			id = d.m.bufLen(d.dev, d.s.newBufferWithLength, uint(n), uint(mtlStorageShared))
+		} else {
+			id = d.m.bufBytes(d.dev, d.s.newBufferWithBytes, unsafe.Pointer(&data[0]), uint(len(data)), uint(mtlStorageShared))
+		}
+		buf, err = d.wrap(id, n)
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	d.place.copied++
+	return buf, 0, nil
 }
 
 func (d *mtlDriver) idle() bool { return d.cmd == 0 && len(d.inflight) == 0 }
@@ -514,13 +527,13 @@ func (d *mtlDriver) release() {
 	for _, p := range d.pipes {
 		d.m.void(p.state, d.s.release)
 	}
-	for _, r := range d.regions {
-		d.m.void(r.buf.id, d.s.release)
+	for _, b := range d.place.bufs {
+		d.m.void(b.(*mtlBuf).id, d.s.release)
 	}
 	for _, id := range []objc.ID{d.lib, d.queue, d.dev} {
 		if id != 0 {
 			d.m.void(id, d.s.release)
 		}
 	}
-	d.pipes, d.regions, d.lib, d.queue, d.dev = nil, nil, 0, 0, 0
+	d.pipes, d.place.regions, d.place.bufs, d.lib, d.queue, d.dev = nil, nil, nil, 0, 0, 0
 }
