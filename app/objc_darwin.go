@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"sync"
+	"unsafe"
 
 	"github.com/ebitengine/purego"
 	"github.com/ebitengine/purego/objc"
@@ -17,6 +18,11 @@ type appObjC struct {
 	*objcrt.Runtime
 	sel appSels
 	cls appClasses
+	// smDomains are the error domains of Service Management's NSErrors,
+	// read from the framework's constants (SMErrors.h
+	// kSMErrorDomainFramework; SMAppService.h SMAppServiceErrorDomain,
+	// macOS 15).
+	smDomains []string
 }
 
 // appSels are the selectors of AppKit, ServiceManagement and Foundation the
@@ -47,18 +53,35 @@ var loadObjC = sync.OnceValues(func() (*appObjC, error) {
 	if err != nil {
 		return nil, err
 	}
+	var sm uintptr
 	for _, fw := range []string{
 		"/System/Library/Frameworks/AppKit.framework/AppKit",
 		"/System/Library/Frameworks/ServiceManagement.framework/ServiceManagement",
 	} {
-		if _, err := purego.Dlopen(fw, purego.RTLD_GLOBAL|purego.RTLD_NOW); err != nil {
+		h, err := purego.Dlopen(fw, purego.RTLD_GLOBAL|purego.RTLD_NOW)
+		if err != nil {
 			return nil, fmt.Errorf("load %s: %w", fw, err)
 		}
+		sm = h
 	}
+	var domains []string
+	rt.Pool(func() {
+		for _, name := range []string{"kSMErrorDomainFramework", "SMAppServiceErrorDomain"} {
+			// Each is a constant CFStringRef (toll-free bridged to
+			// NSString); the symbol is the variable's address.
+			if p, err := purego.Dlsym(sm, name); err == nil && p != 0 {
+				// p holds the address of a CFStringRef; read it as one.
+				if d := rt.GoString(**(**objc.ID)(unsafe.Pointer(&p))); d != "" {
+					domains = append(domains, d)
+				}
+			}
+		}
+	})
 	r := objc.RegisterName
 	c := func(name string) objc.ID { return objc.ID(objc.GetClass(name)) }
 	return &appObjC{
-		Runtime: rt,
+		Runtime:   rt,
+		smDomains: domains,
 		sel: appSels{
 			alloc: r("alloc"), init: r("init"), retain: r("retain"), release: r("release"), new: r("new"),
 			sharedApplication: r("sharedApplication"), setActivationPolicy: r("setActivationPolicy:"),

@@ -9,30 +9,16 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego/objc"
 )
 
-// SMAppServiceStatus values (ServiceManagement, macOS 13).
-const (
-	smNotRegistered    = 0
-	smEnabled          = 1
-	smRequiresApproval = 2
-	smNotFound         = 3
-)
-
-// agentLabel and agentPlist name the daemon's LaunchAgent in the bundle
-// (Contents/Library/LaunchAgents).
-const (
-	agentLabel = "dev.startlux.daemon"
-	agentPlist = agentLabel + ".plist"
-)
-
 // DarwinSystem is the [System] for macOS: the daemon is the bundle's
 // LaunchAgent registered through SMAppService (falling back to a child
-// process while the agent is not approved, or outside a bundle), and
-// "Start at Login" is SMAppService.mainAppService.
+// process while the agent is not approved, or outside a bundle), and "Start at Login" is
+// SMAppService.mainAppService.
 type DarwinSystem struct {
 	// DaemonPath is the startlux executable (Contents/Helpers/startlux in
 	// the bundle; "" when it was not found).
@@ -41,9 +27,12 @@ type DarwinSystem struct {
 	DaemonArgs []string
 	// LogFile receives a child daemon's output.
 	LogFile string
-	// InBundle is true when the app runs from StartLux.app; SMAppService
-	// works only then.
-	InBundle bool
+	// Bundle is the StartLux.app directory the app runs from ("" outside
+	// a bundle); SMAppService works only in one.
+	Bundle string
+	// RecordFile keeps the build the LaunchAgent was last registered for,
+	// so that an updated plist or executable is registered again.
+	RecordFile string
 
 	oc    *appObjC
 	child child
@@ -77,13 +66,12 @@ func NewSystem(daemonArgs []string) (System, error) {
 	if err != nil {
 		return nil, fmt.Errorf("home folder: %w", err)
 	}
-	macos := filepath.Dir(self)
-	inBundle := filepath.Base(macos) == "MacOS" && strings.HasSuffix(filepath.Dir(filepath.Dir(macos)), ".app")
 	return &DarwinSystem{
 		DaemonPath: daemon,
 		DaemonArgs: daemonArgs,
 		LogFile:    filepath.Join(home, "Library", "Logs", "StartLux", "daemon.log"),
-		InBundle:   inBundle,
+		Bundle:     bundleOf(self),
+		RecordFile: filepath.Join(home, "Library", "Application Support", "StartLux", "agent-registration.json"),
 		oc:         oc,
 	}, nil
 }
@@ -103,7 +91,8 @@ func (s *DarwinSystem) serviceStatus(svc objc.ID) int {
 }
 
 // callWithError sends registerAndReturnError: or unregisterAndReturnError:
-// (BOOL, NSError **) and turns a NO into the NSError; call inside a pool.
+// (BOOL, NSError **) and turns a NO into the NSError (an *objcrt.NSError);
+// call inside a pool.
 func (s *DarwinSystem) callWithError(svc objc.ID, selector objc.SEL) error {
 	var nserr objc.ID
 	if s.oc.SendBoolPtr(svc, selector, unsafe.Pointer(&nserr)) {
@@ -118,35 +107,29 @@ func (s *DarwinSystem) callWithError(svc objc.ID, selector objc.SEL) error {
 // serviceManagement reports whether SMAppService can be used: in the
 // bundle, on macOS 13 or later.
 func (s *DarwinSystem) serviceManagement() bool {
-	return s.InBundle && s.oc.cls.SMAppService != 0
+	return s.Bundle != "" && s.oc.cls.SMAppService != 0
 }
 
 func (s *DarwinSystem) startChild() error {
 	return s.child.start(s.DaemonPath, append([]string{"serve"}, s.DaemonArgs...), s.LogFile)
 }
 
-// StartDaemon implements [System].
+// StartDaemon implements [System]: it registers the daemon's LaunchAgent
+// (again when the bundle's plist or executable changed since the recorded
+// registration), and runs the daemon as the app's child whenever launchd
+// will not run it yet.
 func (s *DarwinSystem) StartDaemon(ctx context.Context) (string, error) {
 	if !s.serviceManagement() {
 		return "", s.startChild()
 	}
-	var status int
-	var regErr error
-	s.oc.Pool(func() {
-		svc := s.agentService()
-		status = s.serviceStatus(svc)
-		if status == smNotRegistered || status == smNotFound {
-			regErr = s.callWithError(svc, s.oc.sel.register)
-			status = s.serviceStatus(svc)
-		}
-	})
+	status, regErr := s.registerAgent(ctx)
 	switch {
-	case status == smEnabled:
+	case regErr == nil && status == smEnabled:
 		// launchd runs it (KeepAlive); kick it in case it is waiting out a
 		// crash throttle.
 		exec.CommandContext(ctx, "/bin/launchctl", "kickstart", s.agentTarget()).Run()
 		return "", nil
-	case status == smRequiresApproval:
+	case regErr == nil && status == smRequiresApproval:
 		s.mu.Lock()
 		first := !s.openedSettings
 		s.openedSettings = true
@@ -162,6 +145,61 @@ func (s *DarwinSystem) StartDaemon(ctx context.Context) (string, error) {
 			notice += ": " + regErr.Error()
 		}
 		return notice + "; it runs as the app's child", s.startChild()
+	}
+}
+
+// registerAgent brings the LaunchAgent's registration up to date with the
+// bundle (planAgent) and returns its status afterwards.
+func (s *DarwinSystem) registerAgent(ctx context.Context) (int, error) {
+	var cur *agentBuild
+	if b, err := readAgentBuild(s.Bundle); err == nil {
+		cur = &b
+	}
+	rec, _ := loadAgentRecord(s.RecordFile) // unreadable: re-register
+	var status int
+	s.oc.Pool(func() { status = s.serviceStatus(s.agentService()) })
+	action := planAgent(status, rec, cur)
+	if action == agentKeep {
+		return status, nil
+	}
+	if action == agentReregister {
+		var err error
+		s.oc.Pool(func() { err = s.callWithError(s.agentService(), s.oc.sel.unregister) })
+		if err != nil && !isSMError(err, smErrJobNotFound, s.oc.smDomains) {
+			return status, fmt.Errorf("unregister the agent of the previous build: %w", err)
+		}
+		// unregisterAndReturnError: does not wait for the job to go.
+		s.waitAgentGone(ctx)
+	}
+	var err error
+	s.oc.Pool(func() {
+		svc := s.agentService()
+		err = s.callWithError(svc, s.oc.sel.register)
+		if isSMError(err, smErrAlreadyRegistered, s.oc.smDomains) {
+			err = nil
+		}
+		status = s.serviceStatus(svc)
+	})
+	if err == nil && cur != nil && (status == smEnabled || status == smRequiresApproval) {
+		// A failure to record only means registering again next time.
+		_ = saveAgentRecord(s.RecordFile, *cur)
+	}
+	return status, err
+}
+
+// waitAgentGone waits (up to 5 s) until launchd no longer knows the
+// agent's job.
+func (s *DarwinSystem) waitAgentGone(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for exec.CommandContext(ctx, "/bin/launchctl", "print", s.agentTarget()).Run() == nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 

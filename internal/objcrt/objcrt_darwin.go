@@ -118,19 +118,6 @@ func (rt *Runtime) GoString(ns objc.ID) string {
 	return string(unsafe.Slice(p, n))
 }
 
-// NSError is what an NSError says: its domain, code and localized
-// description.
-type NSError struct {
-	Domain string
-	Code   int
-	Text   string
-}
-
-// Error returns the localized description with the domain and code.
-func (e *NSError) Error() string {
-	return fmt.Sprintf("%s (%s %d)", e.Text, e.Domain, e.Code)
-}
-
 // Error reads an NSError (nil for a nil object); call it inside the pool
 // that received the error.
 func (rt *Runtime) Error(nserr objc.ID) *NSError {
