@@ -42,6 +42,15 @@ const (
 	agentPlist = agentLabel + ".plist"
 )
 
+// NotSignedNotice is what the menu says when SMAppService refuses the app
+// for its code signature (a bundle built off a Mac is not sealed); the app
+// then runs the daemon as its child.
+const NotSignedNotice = "Login item unavailable: the app is not signed; see docs/app.md"
+
+// errNotSigned is the error of login-item calls once the signature is
+// known to be refused.
+var errNotSigned = errors.New("login item unavailable: the app is not signed; see docs/app.md")
+
 // agentBuild identifies what a registration of the LaunchAgent was made
 // for: the bytes of the agent's plist and of the executable it runs.
 // SMAppService.h: "If an app updates either the plist or the executable for
@@ -171,6 +180,29 @@ func isSMError(err error, code int, domains []string) bool {
 		domains = smDomainsFallback
 	}
 	return slices.Contains(domains, ns.Domain)
+}
+
+// registerFailure turns a failed registration of the LaunchAgent into the
+// menu's notice, and reports whether the failure is the app's signature:
+// kSMErrorInvalidSignature, or any failure of a bundle that carries no seal
+// (Contents/_CodeSignature/CodeResources, which only codesign on a Mac
+// writes). Either way the app goes on running the daemon as its child.
+func registerFailure(err error, sealed bool, domains []string) (notice string, notSigned bool) {
+	if isSMError(err, smErrInvalidSignature, domains) || (err != nil && !sealed) {
+		return NotSignedNotice, true
+	}
+	notice = "The daemon's login agent could not be registered"
+	if err != nil {
+		notice += ": " + err.Error()
+	}
+	return notice + "; it runs as the app's child", false
+}
+
+// bundleSealed reports whether the bundle at app carries codesign's seal
+// of its resources.
+func bundleSealed(app string) bool {
+	st, err := os.Stat(filepath.Join(app, "Contents", "_CodeSignature", "CodeResources"))
+	return err == nil && st.Mode().IsRegular()
 }
 
 // bundleOf returns the .app directory of an executable in

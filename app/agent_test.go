@@ -1,9 +1,15 @@
 package app
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"github.com/startlux/startlux/internal/objcrt"
 )
 
 func TestPlanAgent(t *testing.T) {
@@ -116,6 +122,81 @@ func TestAgentUpdate(t *testing.T) {
 	}
 	if _, err := readAgentBuild(filepath.Join(t.TempDir(), "Missing.app")); err == nil {
 		t.Error("reading the build of a missing bundle did not fail")
+	}
+}
+
+func TestRegisterFailure(t *testing.T) {
+	sm := []string{"SMAppServiceErrorDomain", "com.apple.ServiceManagement"}
+	invalidSig := &objcrt.NSError{Domain: "SMAppServiceErrorDomain", Code: smErrInvalidSignature, Text: "Invalid signature"}
+	cases := []struct {
+		name       string
+		err        error
+		sealed     bool
+		domains    []string
+		notSigned  bool
+		noticePart string
+	}{
+		{"invalid signature, sealed bundle", invalidSig, true, sm, true, NotSignedNotice},
+		{"invalid signature, wrapped", fmt.Errorf("register: %w", invalidSig), true, sm, true, NotSignedNotice},
+		{"invalid signature, framework domain", &objcrt.NSError{Domain: "com.apple.ServiceManagement", Code: 3}, true, sm, true, NotSignedNotice},
+		{"invalid signature, domains unknown", invalidSig, true, nil, true, NotSignedNotice},
+		{"code 3 of another domain", &objcrt.NSError{Domain: "NSPOSIXErrorDomain", Code: 3, Text: "No such process"}, true, sm, false, "No such process"},
+		{"unsealed bundle, any failure", &objcrt.NSError{Domain: "SMAppServiceErrorDomain", Code: 1, Text: "Operation not permitted"}, false, sm, true, NotSignedNotice},
+		{"sealed bundle, other failure", &objcrt.NSError{Domain: "SMAppServiceErrorDomain", Code: 1, Text: "Operation not permitted"}, true, sm, false, "could not be registered: Operation not permitted"},
+		{"a plain error", errors.New("status 3 after registering"), true, sm, false, "status 3 after registering; it runs as the app's child"},
+	}
+	for _, c := range cases {
+		notice, notSigned := registerFailure(c.err, c.sealed, c.domains)
+		if notSigned != c.notSigned || !strings.Contains(notice, c.noticePart) {
+			t.Errorf("%s: %q, not signed %v; want %v and a notice containing %q", c.name, notice, notSigned, c.notSigned, c.noticePart)
+		}
+	}
+	if NotSignedNotice != "Login item unavailable: the app is not signed; see docs/app.md" {
+		t.Errorf("the notice reads %q", NotSignedNotice)
+	}
+}
+
+func TestBundleSealed(t *testing.T) {
+	app := fakeBundle(t, "p", "e")
+	if bundleSealed(app) {
+		t.Error("a bundle without _CodeSignature/CodeResources counts as sealed")
+	}
+	seal := filepath.Join(app, "Contents", "_CodeSignature", "CodeResources")
+	if err := os.MkdirAll(filepath.Dir(seal), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(seal, []byte("<plist/>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if !bundleSealed(app) {
+		t.Error("a sealed bundle counts as unsealed")
+	}
+}
+
+// TestNotSignedMenu: when the system reports the signature refused, the
+// menu says so on top, the daemon it runs as a child is shown serving, and
+// Start at Login is disabled.
+func TestNotSignedMenu(t *testing.T) {
+	d := &fakeDaemon{err: errors.New("connection refused")}
+	sys := &fakeSystem{notice: NotSignedNotice, loginErr: errNotSigned}
+	sys.onStart = func() {
+		d.mu.Lock()
+		d.err, d.status = nil, Status{State: StateReady, Model: ModelStatus{Name: "demo", Backend: "cpu"}}
+		d.mu.Unlock()
+	}
+	c := New(d, sys, Options{})
+	if err := c.Handle(context.Background(), ActionStart); err != nil {
+		t.Fatal(err)
+	}
+	m := c.Menu()
+	if len(m.Items) == 0 || m.Items[0].Title != "⚠ "+NotSignedNotice {
+		t.Fatalf("top of the menu:\n%s", m.Text())
+	}
+	if !strings.Contains(m.Text(), "Model: demo") {
+		t.Errorf("the child daemon is not shown serving:\n%s", m.Text())
+	}
+	if it, ok := m.Find(ActionLogin); !ok || it.Enabled {
+		t.Errorf("Start at Login: %+v, %v; want it shown disabled", it, ok)
 	}
 }
 

@@ -17,7 +17,8 @@ import (
 
 // DarwinSystem is the [System] for macOS: the daemon is the bundle's
 // LaunchAgent registered through SMAppService (falling back to a child
-// process while the agent is not approved, or outside a bundle), and "Start at Login" is
+// process while the agent is not approved, when the app's signature is
+// refused, or outside a bundle), and "Start at Login" is
 // SMAppService.mainAppService.
 type DarwinSystem struct {
 	// DaemonPath is the startlux executable (Contents/Helpers/startlux in
@@ -37,8 +38,9 @@ type DarwinSystem struct {
 	oc    *appObjC
 	child child
 
-	mu             sync.Mutex // guards openedSettings
+	mu             sync.Mutex // guards the fields below
 	openedSettings bool
+	notSigned      bool // SMAppService refused the app's signature
 }
 
 // NewSystem returns the macOS system of this process.
@@ -110,6 +112,14 @@ func (s *DarwinSystem) serviceManagement() bool {
 	return s.Bundle != "" && s.oc.cls.SMAppService != 0
 }
 
+// signatureRefused reports whether SMAppService refused the app's
+// signature before.
+func (s *DarwinSystem) signatureRefused() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.notSigned
+}
+
 func (s *DarwinSystem) startChild() error {
 	return s.child.start(s.DaemonPath, append([]string{"serve"}, s.DaemonArgs...), s.LogFile)
 }
@@ -121,6 +131,9 @@ func (s *DarwinSystem) startChild() error {
 func (s *DarwinSystem) StartDaemon(ctx context.Context) (string, error) {
 	if !s.serviceManagement() {
 		return "", s.startChild()
+	}
+	if s.signatureRefused() {
+		return NotSignedNotice, s.startChild()
 	}
 	status, regErr := s.registerAgent(ctx)
 	switch {
@@ -140,11 +153,16 @@ func (s *DarwinSystem) StartDaemon(ctx context.Context) (string, error) {
 		return "Allow StartLux in System Settings › General › Login Items; until then the daemon runs as the app's child",
 			s.startChild()
 	default:
-		notice := "The daemon's login agent could not be registered"
-		if regErr != nil {
-			notice += ": " + regErr.Error()
+		if regErr == nil {
+			regErr = fmt.Errorf("SMAppService status %d after registering", status)
 		}
-		return notice + "; it runs as the app's child", s.startChild()
+		notice, notSigned := registerFailure(regErr, bundleSealed(s.Bundle), s.oc.smDomains)
+		if notSigned {
+			s.mu.Lock()
+			s.notSigned = true
+			s.mu.Unlock()
+		}
+		return notice, s.startChild()
 	}
 }
 
@@ -245,6 +263,9 @@ func (s *DarwinSystem) LoginItem(ctx context.Context) (bool, error) {
 	if !s.serviceManagement() {
 		return false, errors.New("start at login needs StartLux.app (macOS 13 or later)")
 	}
+	if s.signatureRefused() {
+		return false, errNotSigned
+	}
 	var st int
 	s.oc.Pool(func() { st = s.serviceStatus(s.mainAppService()) })
 	return st == smEnabled || st == smRequiresApproval, nil
@@ -263,6 +284,12 @@ func (s *DarwinSystem) SetLoginItem(ctx context.Context, on bool) error {
 			err = s.callWithError(s.mainAppService(), s.oc.sel.unregister)
 		}
 	})
+	if _, notSigned := registerFailure(err, bundleSealed(s.Bundle), s.oc.smDomains); err != nil && notSigned {
+		s.mu.Lock()
+		s.notSigned = true
+		s.mu.Unlock()
+		return errNotSigned
+	}
 	return err
 }
 
