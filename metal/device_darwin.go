@@ -23,6 +23,10 @@ import (
 // MTLComputeCommandEncoder.h, MTLLibrary.h); the header each comes from is
 // named where it is used.
 
+// Supported reports whether this build has the GPU backend: it does
+// (darwin/arm64); whether a device opens is New's to say.
+func Supported() error { return nil }
+
 // New returns the Metal backend on the GPU picked by opts.Device among
 // MTLCopyAllDevices (MTLCreateSystemDefaultDevice returns nil in a daemon).
 func New(opts Options) (tensor.Backend, error) {
@@ -67,7 +71,8 @@ type sels struct {
 	newFunctionWithName, newComputePipelineState, maxTotalThreads, newBufferWithLength,
 	newBufferNoCopy, newBufferWithBytes, contents, commandBuffer, computeCommandEncoder,
 	setComputePipelineState, setBuffer, setBytes, dispatchThreadgroups, endEncoding, commit,
-	waitUntilCompleted, status, errorSel, localizedDescription, maxBufferLength objc.SEL
+	waitUntilCompleted, status, errorSel, localizedDescription, maxBufferLength,
+	recommendedMaxWorkingSetSize, hasUnifiedMemory, supportsFamily objc.SEL
 }
 
 func newSels() sels {
@@ -97,6 +102,11 @@ func newSels() sels {
 		errorSel:             r("error"),
 		localizedDescription: r("localizedDescription"),
 		maxBufferLength:      r("maxBufferLength"),
+		// MTLDevice.h: uint64_t recommendedMaxWorkingSetSize; BOOL
+		// hasUnifiedMemory; - (BOOL)supportsFamily:(MTLGPUFamily).
+		recommendedMaxWorkingSetSize: r("recommendedMaxWorkingSetSize"),
+		hasUnifiedMemory:             r("hasUnifiedMemory"),
+		supportsFamily:               r("supportsFamily:"),
 	}
 }
 
@@ -183,6 +193,43 @@ func loadMetal() (func() objc.ID, error) {
 }
 
 func newMTLDriver(opts Options) (*mtlDriver, error) {
+	d, err := openDevice(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.compile(); err != nil {
+		d.close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Describe opens the GPU picked by opts.Device, reads what it reports and
+// compiles the kernel library, reporting a compile error in LibraryErr.
+func Describe(opts Options) (DeviceInfo, error) {
+	d, err := openDevice(opts)
+	if err != nil {
+		return DeviceInfo{}, err
+	}
+	defer d.close()
+	var info DeviceInfo
+	d.rt.Pool(func() {
+		info = DeviceInfo{
+			Name:                         d.rt.GoString(d.m.id(d.dev, d.s.name)),
+			Families:                     familyNames(func(v int) bool { return d.rt.SendBoolInt(d.dev, d.s.supportsFamily, v) }),
+			RecommendedMaxWorkingSetSize: d.rt.SendUint64(d.dev, d.s.recommendedMaxWorkingSetSize),
+			MaxBufferLength:              uint64(d.place.lim.maxBuffer),
+			UnifiedMemory:                d.rt.SendBool(d.dev, d.s.hasUnifiedMemory),
+		}
+	})
+	if err := d.compile(); err != nil {
+		info.LibraryErr = err.Error()
+	}
+	return info, nil
+}
+
+// openDevice opens the device and its command queue.
+func openDevice(opts Options) (*mtlDriver, error) {
 	copyAllDevices, err := loadMetal()
 	if err != nil {
 		return nil, err
@@ -212,23 +259,6 @@ func newMTLDriver(opts Options) (*mtlDriver, error) {
 		d.queue = d.m.id(d.dev, d.s.newCommandQueue)
 		if d.queue == 0 {
 			ferr = errors.New("metal: newCommandQueue failed")
-			return
-		}
-		src, err := librarySource()
-		if err != nil {
-			ferr = err
-			return
-		}
-		copts := d.m.id(d.m.id(objc.ID(objc.GetClass("MTLCompileOptions")), d.s.alloc), d.s.init)
-		defer d.m.void(copts, d.s.release)
-		// Precise math: RoPE angles reach thousands of radians.
-		// (fastMathEnabled is deprecated from macOS 15 in favour of
-		// mathMode, and still honoured.)
-		d.m.voidBool(copts, d.s.setFastMathEnabled, false)
-		var nserr objc.ID
-		d.lib = d.m.library(d.dev, d.s.newLibraryWithSource, rt.NSString(src), copts, &nserr)
-		if d.lib == 0 {
-			ferr = fmt.Errorf("metal: compile kernels: %s", d.describe(nserr))
 		}
 	})
 	if ferr != nil {
@@ -236,6 +266,29 @@ func newMTLDriver(opts Options) (*mtlDriver, error) {
 		return nil, ferr
 	}
 	return d, nil
+}
+
+// compile compiles the kernel library from the embedded sources.
+func (d *mtlDriver) compile() error {
+	src, err := librarySource()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	d.rt.Pool(func() {
+		copts := d.m.id(d.m.id(objc.ID(objc.GetClass("MTLCompileOptions")), d.s.alloc), d.s.init)
+		defer d.m.void(copts, d.s.release)
+		// Precise math: RoPE angles reach thousands of radians.
+		// (fastMathEnabled is deprecated from macOS 15 in favour of
+		// mathMode, and still honoured.)
+		d.m.voidBool(copts, d.s.setFastMathEnabled, false)
+		var nserr objc.ID
+		d.lib = d.m.library(d.dev, d.s.newLibraryWithSource, d.rt.NSString(src), copts, &nserr)
+		if d.lib == 0 {
+			ferr = fmt.Errorf("metal: compile kernels: %s", d.describe(nserr))
+		}
+	})
+	return ferr
 }
 
 // describe returns an NSError's localized description; call inside the

@@ -1,0 +1,73 @@
+// Package backends opens the compute backend a --backend name asks for,
+// and is the one place that decides what "auto" picks on this machine and
+// why (startlux's commands open backends through it; startlux doctor
+// reports its choice).
+package backends
+
+import (
+	"fmt"
+
+	"github.com/startlux/startlux/cpu"
+	"github.com/startlux/startlux/metal"
+	"github.com/startlux/startlux/tensor"
+)
+
+// Names returns the names Open accepts.
+func Names() []string { return []string{"auto", "cpu", "cpu-go", "metal", "metal-emu"} }
+
+// Choice is what "auto" picks and why.
+type Choice struct {
+	// Name is the backend's name ("metal", or the CPU backend's, such as
+	// "cpu (openblas)").
+	Name string
+	// Why explains the pick.
+	Why string
+}
+
+// Auto opens the backend "auto" picks: Metal where the build has it and a
+// device opens with the kernel library compiled, the CPU backend (with
+// threads goroutines; 0: all cores) everywhere else.
+func Auto(threads int) (tensor.Backend, Choice, error) {
+	why := ""
+	if err := metal.Supported(); err != nil {
+		why = err.Error()
+	} else if be, err := metal.New(metal.Options{}); err != nil {
+		why = "Metal did not open: " + err.Error()
+	} else {
+		return be, Choice{Name: be.Name(), Why: "Apple Silicon: the Metal device opened and the kernel library compiled"}, nil
+	}
+	be, err := cpu.New(cpu.Options{Threads: threads})
+	if err != nil {
+		return nil, Choice{}, err
+	}
+	return be, Choice{Name: be.Name(), Why: why}, nil
+}
+
+// Open returns the backend name asks for: auto, cpu, cpu-go (pure Go, no
+// BLAS), metal, or metal-emu (the Metal kernels under the emulator).
+// threads is the CPU backends' goroutine count (0: all cores); the GPU
+// backends ignore it.
+func Open(name string, threads int) (tensor.Backend, error) {
+	switch name {
+	case "auto":
+		be, _, err := Auto(threads)
+		return be, err
+	case "cpu":
+		return cpu.New(cpu.Options{Threads: threads})
+	case "cpu-go":
+		return cpu.New(cpu.Options{Threads: threads, NoBLAS: true})
+	case "metal":
+		be, err := metal.New(metal.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("backend metal: %w", err)
+		}
+		return be, nil
+	case "metal-emu":
+		be, err := metal.NewEmulated(metal.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("backend metal-emu: %w", err)
+		}
+		return be, nil
+	}
+	return nil, fmt.Errorf("unknown backend %q (want auto, cpu, cpu-go, metal or metal-emu)", name)
+}
