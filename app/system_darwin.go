@@ -300,3 +300,29 @@ func (s *DarwinSystem) OpenFolder(ctx context.Context, dir string) error {
 
 // Stop implements [System].
 func (s *DarwinSystem) Stop() error { return s.child.stop() }
+
+var _ LoginItemLister = (*DarwinSystem)(nil)
+
+// LoginItems implements [LoginItemLister]: the SMAppService statuses of the
+// app (Start at Login) and of the daemon's LaunchAgent. Only the app can
+// read them: SMAppService answers for the calling process's main bundle.
+func (s *DarwinSystem) LoginItems(ctx context.Context) ([]LoginItemState, error) {
+	if !s.serviceManagement() {
+		return nil, errors.New("SMAppService needs the app running from StartLux.app on macOS 13 or later")
+	}
+	var mainSt, agentSt int
+	s.oc.Pool(func() {
+		mainSt = s.serviceStatus(s.mainAppService())
+		agentSt = s.serviceStatus(s.agentService())
+	})
+	var cur *agentBuild
+	if b, err := readAgentBuild(s.Bundle); err == nil {
+		cur = &b
+	}
+	rec, _ := loadAgentRecord(s.RecordFile)
+	plist, _ := agentFiles(s.Bundle)
+	return []LoginItemState{
+		{Name: "Start at Login", Kind: "SMAppService.mainApp", Path: s.Bundle, State: serviceStatusName(mainSt), Detail: sealDetail(bundleSealed(s.Bundle))},
+		{Name: "daemon", Kind: "SMAppService agent", Path: plist, State: serviceStatusName(agentSt), Detail: agentRecordDetail(rec, cur)},
+	}, nil
+}

@@ -12,9 +12,6 @@ import (
 	"github.com/startlux/startlux/app/icon"
 )
 
-// AppKit must run on the main thread: keep the main goroutine on it.
-func init() { runtime.LockOSThread() }
-
 // AppKit constants.
 const (
 	nsApplicationActivationPolicyAccessory = 1
@@ -28,8 +25,10 @@ type nsSize struct{ W, H float64 }
 
 // RunTray shows the controller's menu from an NSStatusItem in the menu bar
 // and runs the AppKit event loop until ctx ends or the quit action runs.
-// Call it from the main goroutine (this package locks it to the main
-// thread).
+// Call it from the main goroutine, locked to the main thread by an init
+// function of the program (AppKit runs there only); startlux-app does so.
+// Other programs may import this package without their main goroutine
+// being locked.
 func RunTray(ctx context.Context, ctrl *Controller) error {
 	oc, err := loadObjC()
 	if err != nil {
