@@ -1,6 +1,6 @@
 // Command startlux is StartLux's one command-line program: the daemon
-// (serve), its clients (decide, status, models, use) and the engine's tools
-// (tokenize, forward, bench).
+// (serve), its clients (decide, status, models, use), the engine's tools
+// (tokenize, forward, bench) and doctor.
 package main
 
 import (
@@ -38,6 +38,7 @@ func commands() []command {
 		{"tokenize", "tokenise JSON strings read from stdin, one per line", runTokenize},
 		{"forward", "run a checkpoint on token ids and write its outputs as safetensors", runForward},
 		{"bench", "benchmarks: prefill, decide, serve, tokenize", runBench},
+		{"doctor", "check this machine for StartLux and print what a bug report needs", runDoctor},
 	}
 }
 
