@@ -5,6 +5,7 @@
 #   ./build.sh test    vet and test everything (what CI runs)
 #   ./build.sh app     build, sign and zip dist/StartLux.app (cross-compiled for macOS)
 #   ./build.sh bench   run the benchmarks that docs/benchmarks.md reports
+#   ./build.sh mac-test  on a Mac: the tests that need one, and a report (tools/mac-test.sh)
 set -euo pipefail
 cd "$(dirname "$0")"
 export CGO_ENABLED=0
@@ -34,13 +35,16 @@ test)
 app)
 	exec ./build-app.sh "$@"
 	;;
+mac-test)
+	exec ./tools/mac-test.sh "$@"
+	;;
 bench)
 	mkdir -p bin
 	go build -trimpath -o bin/startlux ./cmd/startlux
 	exec ./bin/startlux bench "${@:-all}"
 	;;
 *)
-	echo "usage: ./build.sh run|test|app|bench [args]" >&2
+	echo "usage: ./build.sh run|test|app|bench|mac-test [args]" >&2
 	exit 2
 	;;
 esac

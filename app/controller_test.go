@@ -49,6 +49,7 @@ type fakeSystem struct {
 	mu       sync.Mutex
 	calls    []string
 	login    bool
+	loginErr error
 	startErr error
 	notice   string
 	onStart  func()
@@ -76,7 +77,7 @@ func (f *fakeSystem) RestartDaemon(ctx context.Context, pid int) error {
 func (f *fakeSystem) LoginItem(ctx context.Context) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.login, nil
+	return f.login, f.loginErr
 }
 
 func (f *fakeSystem) SetLoginItem(ctx context.Context, on bool) error {

@@ -12,9 +12,6 @@ import (
 	"github.com/startlux/startlux/app/icon"
 )
 
-// AppKit must run on the main thread: keep the main goroutine on it.
-func init() { runtime.LockOSThread() }
-
 // AppKit constants.
 const (
 	nsApplicationActivationPolicyAccessory = 1
@@ -28,89 +25,112 @@ type nsSize struct{ W, H float64 }
 
 // RunTray shows the controller's menu from an NSStatusItem in the menu bar
 // and runs the AppKit event loop until ctx ends or the quit action runs.
-// Call it from the main goroutine (this package locks it to the main
-// thread).
+// Call it from the main goroutine, locked to the main thread by an init
+// function of the program (AppKit runs there only); startlux-app does so.
+// Other programs may import this package without their main goroutine
+// being locked.
 func RunTray(ctx context.Context, ctrl *Controller) error {
-	if err := frameworks(); err != nil {
+	oc, err := loadObjC()
+	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	v := &darwinTray{clicks: clicks{ctx: ctx, ctrl: ctrl}}
+	v := &darwinTray{clicks: clicks{ctx: ctx, ctrl: ctrl}, oc: oc}
 
 	target, err := newTarget(v)
 	if err != nil {
 		return err
 	}
-	pool := class("NSAutoreleasePool").Send(sel("new"))
-	app := class("NSApplication").Send(sel("sharedApplication"))
-	app.Send(sel("setActivationPolicy:"), nsApplicationActivationPolicyAccessory)
-
-	bar := class("NSStatusBar").Send(sel("systemStatusBar"))
-	v.item = bar.Send(sel("statusItemWithLength:"), float64(nsVariableStatusItemLength))
-	v.item.Send(sel("retain"))
-	img, err := menuBarImage()
+	v.target = target
+	var app objc.ID
+	oc.Pool(func() { app, err = v.setUp(ctrl.Menu()) })
 	if err != nil {
 		return err
 	}
-	button := v.item.Send(sel("button"))
-	button.Send(sel("setImage:"), img)
-	v.menu = class("NSMenu").Send(sel("alloc")).Send(sel("initWithTitle:"), nsString("StartLux"))
-	v.menu.Send(sel("setAutoenablesItems:"), false)
-	v.item.Send(sel("setMenu:"), v.menu)
-	v.target = target
-	v.show(ctrl.Menu())
-	pool.Send(sel("drain"))
-
+	s := &oc.sel
+	// Menus arrive from the controller's goroutines and are shown on the
+	// main thread; every hop is a message, so each runs in a pool.
 	ctrl.OnChange(func(m Menu) {
 		v.mu.Lock()
 		v.pending = &m
 		v.mu.Unlock()
-		target.Send(sel("performSelectorOnMainThread:withObject:waitUntilDone:"), sel("refresh:"), objc.ID(0), false)
+		oc.Pool(func() { target.Send(s.performOnMain, s.refresh, objc.ID(0), false) })
 	})
 	go func() {
 		<-ctx.Done()
 		ctrl.sys.Stop()
-		target.Send(sel("performSelectorOnMainThread:withObject:waitUntilDone:"), sel("quit:"), objc.ID(0), false)
+		oc.Pool(func() { target.Send(s.performOnMain, s.quit, objc.ID(0), false) })
 	}()
-	app.Send(sel("run"))
+	// The run loop drains pools of its own around every event; this one
+	// holds only what run itself may autorelease before it starts.
+	oc.Pool(func() { app.Send(s.run) })
 	return nil
+}
+
+// setUp makes the status item and its menu showing m, and returns the
+// shared NSApplication (main thread, inside a pool).
+func (v *darwinTray) setUp(m Menu) (objc.ID, error) {
+	s, c := &v.oc.sel, &v.oc.cls
+	app := c.NSApplication.Send(s.sharedApplication)
+	app.Send(s.setActivationPolicy, nsApplicationActivationPolicyAccessory)
+	bar := c.NSStatusBar.Send(s.systemStatusBar)
+	v.item = bar.Send(s.statusItemWithLength, float64(nsVariableStatusItemLength))
+	v.item.Send(s.retain)
+	img, err := v.menuBarImage()
+	if err != nil {
+		return 0, err
+	}
+	v.item.Send(s.button).Send(s.setImage, img)
+	v.menu = c.NSMenu.Send(s.alloc).Send(s.initWithTitle, v.oc.NSString("StartLux"))
+	v.menu.Send(s.setAutoenablesItems, false)
+	v.item.Send(s.setMenu, v.menu)
+	v.show(m)
+	return app, nil
 }
 
 // menuBarImage returns the template image for the status item: the
 // bundle's MenuBarTemplate (@1x and @2x) when there is one, else drawn now.
-func menuBarImage() (objc.ID, error) {
-	img := class("NSImage").Send(sel("imageNamed:"), nsString("MenuBarTemplate"))
+func (v *darwinTray) menuBarImage() (objc.ID, error) {
+	s, c := &v.oc.sel, &v.oc.cls
+	img := c.NSImage.Send(s.imageNamed, v.oc.NSString("MenuBarTemplate"))
 	if img == 0 {
 		png, err := icon.PNG(icon.Template(36))
 		if err != nil {
 			return 0, err
 		}
-		data := class("NSData").Send(sel("dataWithBytes:length:"), unsafe.Pointer(&png[0]), uint(len(png)))
+		data := c.NSData.Send(s.dataWithBytesLength, unsafe.Pointer(&png[0]), uint(len(png)))
 		runtime.KeepAlive(png)
-		img = class("NSImage").Send(sel("alloc")).Send(sel("initWithData:"), data)
+		img = c.NSImage.Send(s.alloc).Send(s.initWithData, data)
 		if img == 0 {
 			return 0, fmt.Errorf("NSImage could not read the menu-bar image")
 		}
-		img.Send(sel("setSize:"), nsSize{18, 18})
+		img.Send(s.setSize, nsSize{18, 18})
 	}
-	img.Send(sel("setTemplate:"), true)
+	img.Send(s.setTemplate, true)
 	return img, nil
 }
 
 // targetClass is registered once per process.
 var targetClass = sync.OnceValues(func() (objc.Class, error) {
+	oc, err := loadObjC()
+	if err != nil {
+		return 0, err
+	}
+	s := &oc.sel
 	return objc.RegisterClass("StartLuxMenuTarget", objc.GetClass("NSObject"), nil, nil, []objc.MethodDef{
-		{Cmd: sel("itemClicked:"), Fn: func(self objc.ID, _ objc.SEL, sender objc.ID) {
+		{Cmd: s.itemClicked, Fn: func(self objc.ID, _ objc.SEL, sender objc.ID) {
 			// The menu is rebuilt on the main thread, where clicks arrive
 			// too, so a tag is always a position in the current menu.
-			trayOf(self).click(0, objc.Send[int](sender, sel("tag")))
+			var tag int
+			oc.Pool(func() { tag = oc.SendInt(sender, s.tag) })
+			trayOf(self).click(0, tag)
 		}},
-		{Cmd: sel("refresh:"), Fn: func(self objc.ID, _ objc.SEL, _ objc.ID) {
+		{Cmd: s.refresh, Fn: func(self objc.ID, _ objc.SEL, _ objc.ID) {
 			trayOf(self).refresh()
 		}},
-		{Cmd: sel("quit:"), Fn: func(self objc.ID, _ objc.SEL, _ objc.ID) {
-			class("NSApplication").Send(sel("sharedApplication")).Send(sel("terminate:"), objc.ID(0))
+		{Cmd: s.quit, Fn: func(self objc.ID, _ objc.SEL, _ objc.ID) {
+			oc.Pool(func() { oc.cls.NSApplication.Send(s.sharedApplication).Send(s.terminate, objc.ID(0)) })
 		}},
 	})
 })
@@ -129,7 +149,8 @@ func newTarget(v *darwinTray) (objc.ID, error) {
 	if err != nil {
 		return 0, fmt.Errorf("register the menu target class: %w", err)
 	}
-	t := objc.ID(cls).Send(sel("alloc")).Send(sel("init"))
+	var t objc.ID
+	v.oc.Pool(func() { t = objc.ID(cls).Send(v.oc.sel.alloc).Send(v.oc.sel.init) })
 	trays.Store(t, v)
 	return t, nil
 }
@@ -138,6 +159,7 @@ func newTarget(v *darwinTray) (objc.ID, error) {
 // touched on the main thread only.
 type darwinTray struct {
 	clicks
+	oc                 *appObjC
 	item, menu, target objc.ID
 
 	mu      sync.Mutex // guards pending
@@ -151,47 +173,48 @@ func (v *darwinTray) refresh() {
 	v.pending = nil
 	v.mu.Unlock()
 	if m != nil {
-		withPool(func() { v.show(*m) })
+		v.oc.Pool(func() { v.show(*m) })
 	}
 }
 
 // show rebuilds the NSMenu from m (main thread).
 func (v *darwinTray) show(m Menu) {
-	v.item.Send(sel("button")).Send(sel("setToolTip:"), nsString(m.Tooltip))
+	s, c, oc := &v.oc.sel, &v.oc.cls, v.oc
+	v.item.Send(s.button).Send(s.setToolTip, oc.NSString(m.Tooltip))
 	flat := flatten(m.Items)
 	v.set(flat)
-	v.menu.Send(sel("removeAllItems"))
+	v.menu.Send(s.removeAllItems)
 	menus := map[int]objc.ID{-1: v.menu}
 	for i, f := range flat {
 		parent := menus[f.parent]
 		if f.Separator {
-			parent.Send(sel("addItem:"), class("NSMenuItem").Send(sel("separatorItem")))
+			parent.Send(s.addItem, c.NSMenuItem.Send(s.separatorItem))
 			continue
 		}
 		key := ""
 		if f.Action == ActionQuit {
 			key = "q"
 		}
-		it := class("NSMenuItem").Send(sel("alloc")).Send(sel("initWithTitle:action:keyEquivalent:"),
-			nsString(f.Title), sel("itemClicked:"), nsString(key))
-		it.Send(sel("setTarget:"), v.target)
-		it.Send(sel("setTag:"), i)
-		it.Send(sel("setEnabled:"), f.Enabled || len(f.Children) > 0)
+		it := c.NSMenuItem.Send(s.alloc).Send(s.initWithTitleActionKey,
+			oc.NSString(f.Title), s.itemClicked, oc.NSString(key))
+		it.Send(s.setTarget, v.target)
+		it.Send(s.setTag, i)
+		it.Send(s.setEnabled, f.Enabled || len(f.Children) > 0)
 		if f.Checkable {
 			state := nsControlStateValueOff
 			if f.Checked {
 				state = nsControlStateValueOn
 			}
-			it.Send(sel("setState:"), state)
+			it.Send(s.setState, state)
 		}
 		if len(f.Children) > 0 {
-			sub := class("NSMenu").Send(sel("alloc")).Send(sel("initWithTitle:"), nsString(f.Title))
-			sub.Send(sel("setAutoenablesItems:"), false)
-			it.Send(sel("setSubmenu:"), sub)
-			sub.Send(sel("release"))
+			sub := c.NSMenu.Send(s.alloc).Send(s.initWithTitle, oc.NSString(f.Title))
+			sub.Send(s.setAutoenablesItems, false)
+			it.Send(s.setSubmenu, sub)
+			sub.Send(s.release)
 			menus[i] = sub
 		}
-		parent.Send(sel("addItem:"), it)
-		it.Send(sel("release"))
+		parent.Send(s.addItem, it)
+		it.Send(s.release)
 	}
 }

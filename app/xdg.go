@@ -96,6 +96,16 @@ func (s *XDGSystem) systemctl(ctx context.Context, args ...string) error {
 	return nil
 }
 
+// systemctlOutput runs systemctl --user with args and returns its trimmed
+// standard output, with the error of a non-zero exit.
+func (s *XDGSystem) systemctlOutput(ctx context.Context, args ...string) (string, error) {
+	if s.Systemctl == "" {
+		return "", errors.New("no systemctl")
+	}
+	out, err := exec.CommandContext(ctx, s.Systemctl, append([]string{"--user"}, args...)...).Output()
+	return strings.TrimSpace(string(out)), err
+}
+
 // serviceUsable reports whether the daemon can be run through systemd: the
 // unit is installed and systemctl reaches the user manager.
 func (s *XDGSystem) serviceUsable(ctx context.Context) bool {

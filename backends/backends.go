@@ -7,7 +7,6 @@ package backends
 
 import (
 	"fmt"
-	"runtime"
 
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/metal"
@@ -17,17 +16,45 @@ import (
 // Usage describes the names, for a command-line flag.
 const Usage = "compute backend: auto, cpu, cpu-go (pure Go, no BLAS), metal, or metal-emu (the Metal kernels under the emulator; slow)"
 
+// Names returns the names Open accepts.
+func Names() []string { return []string{"auto", "cpu", "cpu-go", "metal", "metal-emu"} }
+
+// Choice is what "auto" picks and why.
+type Choice struct {
+	// Name is the backend's name ("metal", or the CPU backend's, such as
+	// "cpu (openblas)").
+	Name string
+	// Why explains the pick.
+	Why string
+}
+
+// Auto opens the backend "auto" picks: Metal where the build has it and a
+// device opens with the kernel library compiled, the CPU backend (with
+// threads goroutines; 0: all cores) everywhere else. It is the one place
+// that decides what auto means; startlux doctor reports its Choice.
+func Auto(threads int) (tensor.Backend, Choice, error) {
+	why := ""
+	if err := metal.Supported(); err != nil {
+		why = err.Error()
+	} else if be, err := metal.New(metal.Options{}); err != nil {
+		why = "Metal did not open: " + err.Error()
+	} else {
+		return be, Choice{Name: be.Name(), Why: "Apple Silicon: the Metal device opened and the kernel library compiled"}, nil
+	}
+	be, err := cpu.New(cpu.Options{Threads: threads})
+	if err != nil {
+		return nil, Choice{}, err
+	}
+	return be, Choice{Name: be.Name(), Why: why}, nil
+}
+
 // Open returns the backend called name, with the CPU backends' thread count
 // (0: all cores; the GPU backends ignore it).
 func Open(name string, threads int) (tensor.Backend, error) {
 	switch name {
 	case "auto":
-		if runtime.GOOS == "darwin" && runtime.GOARCH == "arm64" {
-			if be, err := metal.New(metal.Options{}); err == nil {
-				return be, nil
-			}
-		}
-		return cpu.New(cpu.Options{Threads: threads})
+		be, _, err := Auto(threads)
+		return be, err
 	case "cpu":
 		return cpu.New(cpu.Options{Threads: threads})
 	case "cpu-go":

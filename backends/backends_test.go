@@ -6,6 +6,22 @@ import (
 	"testing"
 )
 
+// TestAuto checks that auto opens what its Choice names, with a reason.
+func TestAuto(t *testing.T) {
+	be, c, err := Auto(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if be.Name() != c.Name || c.Why == "" {
+		t.Errorf("backend %q, choice %+v", be.Name(), c)
+	}
+	if runtime.GOOS != "darwin" {
+		if !strings.HasPrefix(c.Name, "cpu") || !strings.Contains(c.Why, "no Metal: not macOS") {
+			t.Errorf("off macOS auto picked %+v", c)
+		}
+	}
+}
+
 // TestOpen opens each backend by name that this machine can run and checks
 // what it got, and that the others are refused with their cause.
 func TestOpen(t *testing.T) {

@@ -42,6 +42,18 @@ func newEmulated(ctx context.Context, opts Options, extra string) (*Backend, err
 	return &Backend{drv: &emuDriver{lib: lib}}, nil
 }
 
+// newEmulatedLimits is the emulated backend placing weights as a device
+// with lim would (regions wrapped or declined, weights in a region or
+// copied, buffers bounded), so tests exercise the GPU driver's placement
+// decisions and the dispatch code's buffer offsets.
+func newEmulatedLimits(ctx context.Context, opts Options, lim deviceLimits) (*Backend, error) {
+	lib, _, err := buildEmu(ctx, opts, "")
+	if err != nil {
+		return nil, err
+	}
+	return &Backend{drv: &emuDriver{lib: lib, place: &placement{lim: lim}}}, nil
+}
+
 // buffer is a driver's buffer.
 type buffer any
 
@@ -64,8 +76,9 @@ type driver interface {
 	// free releases b once the work queued so far has finished.
 	free(b buffer)
 	// weight returns a buffer holding data (read-only) and the byte offset
-	// of data's first byte in it.
-	weight(data []byte) (buffer, int, error)
+	// of data's first byte in it, a multiple of align (the size of the
+	// elements the kernels read).
+	weight(data []byte, align int) (buffer, int, error)
 	// idle reports whether no queued work may still touch any buffer.
 	idle() bool
 	dispatch(kernel string, groups, threads [3]int, binds []binding)
@@ -281,14 +294,14 @@ func (b *Backend) handle(w *tensor.Weight) *weightHandle {
 	}
 	h := &weightHandle{owner: b}
 	var err error
-	if h.data, h.dOff, err = b.drv.weight(w.Data); err != nil {
+	if h.data, h.dOff, err = b.drv.weight(w.Data, w.DType.Size()); err != nil {
 		panic(fmt.Sprintf("metal: weight %s: %v", w.Name, err))
 	}
 	if q := w.Quant; q != nil {
-		if h.scales, h.sOff, err = b.drv.weight(q.Scales.Data); err != nil {
+		if h.scales, h.sOff, err = b.drv.weight(q.Scales.Data, q.Scales.DType.Size()); err != nil {
 			panic(fmt.Sprintf("metal: weight %s: %v", q.Scales.Name, err))
 		}
-		if h.biases, h.bOff, err = b.drv.weight(q.Biases.Data); err != nil {
+		if h.biases, h.bOff, err = b.drv.weight(q.Biases.Data, q.Biases.DType.Size()); err != nil {
 			panic(fmt.Sprintf("metal: weight %s: %v", q.Biases.Name, err))
 		}
 	} else {
@@ -352,10 +365,12 @@ type regionMapper interface {
 	mapRegion(data []byte) error
 }
 
-// MapRegion tells the backend that data (page-aligned, typically a whole
-// mmap'd checkpoint file) stays mapped for the backend's life; weights that
-// lie inside it are then used without a copy. Backends without a device
-// (the emulator) ignore it.
+// MapRegion tells the backend that data (a whole mmap'd checkpoint file)
+// stays mapped for the backend's life; weights that lie inside it are then
+// used without a copy. A region the device cannot wrap (not page-aligned,
+// larger than its largest buffer, or refused by Metal) is declined, not an
+// error: its weights are copied into buffers instead. The emulator ignores
+// it unless a test gave it a device's limits.
 func (b *Backend) MapRegion(data []byte) error {
 	if m, ok := b.drv.(regionMapper); ok {
 		return m.mapRegion(data)

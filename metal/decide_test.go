@@ -12,7 +12,7 @@ import (
 )
 
 // decideCases are the decide-demo.json cases run through the emulated
-// backend: case 0 asks a noul, a score and a second noul question; case 40
+// backend (the GPU with -tags mactest): case 0 asks a noul, a score and a second noul question; case 40
 // a 32-option question (the wide-choice rounds) and a noul. Each request
 // takes up to a minute in the emulator; the decide package's own tests run
 // all 42 on the CPU backend. STARTLUX_METAL_FULL=1 runs all 42 here too.
@@ -29,7 +29,7 @@ func TestDecideDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be, err := metal.NewEmulated(metal.Options{})
+	be, err := metal.OpenUnderTest()
 	if err != nil {
 		t.Fatal(err)
 	}

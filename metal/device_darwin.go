@@ -6,19 +6,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
-	"time"
+	"os"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
 	"github.com/ebitengine/purego/objc"
 
+	"github.com/startlux/startlux/internal/objcrt"
 	"github.com/startlux/startlux/tensor"
 )
 
 // This file is the Metal device binding. It is compiled for darwin/arm64
 // only and has never run in this project's CI (which has no Mac); see
-// docs/metal.md.
+// docs/metal.md. Every selector, argument and return type below was checked
+// against the macOS SDK headers (MTLDevice.h, MTLCommandBuffer.h,
+// MTLComputeCommandEncoder.h, MTLLibrary.h); the header each comes from is
+// named where it is used.
+
+// Supported reports whether this build has the GPU backend: it does
+// (darwin/arm64); whether a device opens is New's to say.
+func Supported() error { return nil }
 
 // New returns the Metal backend on the GPU picked by opts.Device among
 // MTLCopyAllDevices (MTLCreateSystemDefaultDevice returns nil in a daemon).
@@ -30,12 +37,13 @@ func New(opts Options) (tensor.Backend, error) {
 	return &Backend{drv: d}, nil
 }
 
+// mtlSize is MTLSize: three NSUIntegers.
 type mtlSize struct{ W, H, D uint }
 
 // MTLResourceStorageModeShared | MTLResourceHazardTrackingModeDefault.
 const mtlStorageShared = 0
 
-// Command buffer status values (MTLCommandBufferStatus).
+// Command buffer status values (MTLCommandBufferStatus, NSUInteger).
 const (
 	mtlStatusCompleted = 4
 	mtlStatusError     = 5
@@ -56,103 +64,201 @@ type pipeline struct {
 	maxThreads int
 }
 
+// sels are the selectors the driver sends, resolved once.
 type sels struct {
-	count, objectAtIndex, retain, release, alloc, init, stringWithUTF8String, utf8String,
-	localizedDescription, newCommandQueue, newLibraryWithSource, setFastMathEnabled,
+	count, objectAtIndex, retain, release, alloc, init, name,
+	newCommandQueue, newLibraryWithSource, setFastMathEnabled,
 	newFunctionWithName, newComputePipelineState, maxTotalThreads, newBufferWithLength,
 	newBufferNoCopy, newBufferWithBytes, contents, commandBuffer, computeCommandEncoder,
 	setComputePipelineState, setBuffer, setBytes, dispatchThreadgroups, endEncoding, commit,
-	status, errorSel, name objc.SEL
+	waitUntilCompleted, status, errorSel, localizedDescription, maxBufferLength,
+	recommendedMaxWorkingSetSize, hasUnifiedMemory, supportsFamily objc.SEL
+}
+
+func newSels() sels {
+	r := objc.RegisterName
+	return sels{
+		count: r("count"), objectAtIndex: r("objectAtIndex:"), retain: r("retain"), release: r("release"),
+		alloc: r("alloc"), init: r("init"), name: r("name"),
+		newCommandQueue:         r("newCommandQueue"),
+		newLibraryWithSource:    r("newLibraryWithSource:options:error:"),
+		setFastMathEnabled:      r("setFastMathEnabled:"),
+		newFunctionWithName:     r("newFunctionWithName:"),
+		newComputePipelineState: r("newComputePipelineStateWithFunction:error:"),
+		maxTotalThreads:         r("maxTotalThreadsPerThreadgroup"),
+		newBufferWithLength:     r("newBufferWithLength:options:"),
+		newBufferNoCopy:         r("newBufferWithBytesNoCopy:length:options:deallocator:"),
+		newBufferWithBytes:      r("newBufferWithBytes:length:options:"),
+		contents:                r("contents"),
+		commandBuffer:           r("commandBuffer"),
+		computeCommandEncoder:   r("computeCommandEncoder"),
+		setComputePipelineState: r("setComputePipelineState:"),
+		setBuffer:               r("setBuffer:offset:atIndex:"),
+		setBytes:                r("setBytes:length:atIndex:"),
+		dispatchThreadgroups:    r("dispatchThreadgroups:threadsPerThreadgroup:"),
+		endEncoding:             r("endEncoding"), commit: r("commit"),
+		waitUntilCompleted:   r("waitUntilCompleted"),
+		status:               r("status"),
+		errorSel:             r("error"),
+		localizedDescription: r("localizedDescription"),
+		maxBufferLength:      r("maxBufferLength"),
+		// MTLDevice.h: uint64_t recommendedMaxWorkingSetSize; BOOL
+		// hasUnifiedMemory; - (BOOL)supportsFamily:(MTLGPUFamily).
+		recommendedMaxWorkingSetSize: r("recommendedMaxWorkingSetSize"),
+		hasUnifiedMemory:             r("hasUnifiedMemory"),
+		supportsFamily:               r("supportsFamily:"),
+	}
+}
+
+// msgs are objc_msgSend typed for each shape of message the driver sends,
+// registered once when the driver is made (purego's generic objc.Send
+// registers a function through reflection on every call).
+type msgs struct {
+	id     func(objc.ID, objc.SEL) objc.ID
+	void   func(objc.ID, objc.SEL)
+	idUint func(objc.ID, objc.SEL, uint) objc.ID
+	idID   func(objc.ID, objc.SEL, objc.ID) objc.ID
+	// newLibraryWithSource:options:error:
+	library func(objc.ID, objc.SEL, objc.ID, objc.ID, *objc.ID) objc.ID
+	// newComputePipelineStateWithFunction:error:
+	pipelineState func(objc.ID, objc.SEL, objc.ID, *objc.ID) objc.ID
+	// newBufferWithLength:options:
+	bufLen func(objc.ID, objc.SEL, uint, uint) objc.ID
+	// newBufferWithBytes:length:options:
+	bufBytes func(objc.ID, objc.SEL, unsafe.Pointer, uint, uint) objc.ID
+	// newBufferWithBytesNoCopy:length:options:deallocator: (a nil block)
+	bufNoCopy func(objc.ID, objc.SEL, unsafe.Pointer, uint, uint, uintptr) objc.ID
+	voidBool  func(objc.ID, objc.SEL, bool)
+	voidID    func(objc.ID, objc.SEL, objc.ID)
+	// setBuffer:offset:atIndex:
+	setBuffer func(objc.ID, objc.SEL, objc.ID, uint, uint)
+	// setBytes:length:atIndex:
+	setBytes func(objc.ID, objc.SEL, unsafe.Pointer, uint, uint)
+	// dispatchThreadgroups:threadsPerThreadgroup:
+	dispatch func(objc.ID, objc.SEL, mtlSize, mtlSize)
+}
+
+func newMsgs(rt *objcrt.Runtime) msgs {
+	var m msgs
+	objcrt.Register(rt, &m.id)
+	objcrt.Register(rt, &m.void)
+	objcrt.Register(rt, &m.idUint)
+	objcrt.Register(rt, &m.idID)
+	objcrt.Register(rt, &m.library)
+	objcrt.Register(rt, &m.pipelineState)
+	objcrt.Register(rt, &m.bufLen)
+	objcrt.Register(rt, &m.bufBytes)
+	objcrt.Register(rt, &m.bufNoCopy)
+	objcrt.Register(rt, &m.voidBool)
+	objcrt.Register(rt, &m.voidID)
+	objcrt.Register(rt, &m.setBuffer)
+	objcrt.Register(rt, &m.setBytes)
+	objcrt.Register(rt, &m.dispatch)
+	return m
 }
 
 type mtlDriver struct {
+	rt        *objcrt.Runtime
 	s         sels
-	poolPush  func() uintptr
-	poolPop   func(uintptr)
+	m         msgs
 	dev       objc.ID
 	queue     objc.ID
 	lib       objc.ID
 	pipes     map[string]pipeline
 	cmd, enc  objc.ID
 	nDispatch int
-	inflight  []objc.ID
-	pending   []*mtlBuf
-	regions   []region
-	err       error
+	inflight  []objc.ID // committed command buffers, retained, oldest first
+	// waitDone is closed when the waiter goroutine has seen the first
+	// waitN command buffers of inflight complete (nil: no waiter runs).
+	waitDone chan struct{}
+	waitN    int
+	pending  []*mtlBuf
+	// place holds the device's limits, the regions wrapped without a copy
+	// (mmap'd checkpoint files; weights inside them are served as
+	// offsets) and where weights went.
+	place placement
+	err   error
 }
 
-// region is a page-aligned span of memory (an mmap'd checkpoint file)
-// wrapped once without a copy; weights inside it are served as offsets.
-type region struct {
-	start, end uintptr
-	buf        *mtlBuf
-}
-
-func newMTLDriver(opts Options) (*mtlDriver, error) {
-	metalLib, err := purego.Dlopen("/System/Library/Frameworks/Metal.framework/Metal", purego.RTLD_NOW|purego.RTLD_GLOBAL)
+// loadMetal loads Metal.framework and returns MTLCopyAllDevices.
+func loadMetal() (func() objc.ID, error) {
+	lib, err := purego.Dlopen("/System/Library/Frameworks/Metal.framework/Metal", purego.RTLD_NOW|purego.RTLD_GLOBAL)
 	if err != nil {
 		return nil, fmt.Errorf("metal: load Metal.framework: %w", err)
 	}
-	if _, err := purego.Dlopen("/System/Library/Frameworks/Foundation.framework/Foundation", purego.RTLD_NOW|purego.RTLD_GLOBAL); err != nil {
-		return nil, fmt.Errorf("metal: load Foundation.framework: %w", err)
-	}
-	objcLib, err := purego.Dlopen("/usr/lib/libobjc.A.dylib", purego.RTLD_NOW|purego.RTLD_GLOBAL)
-	if err != nil {
-		return nil, fmt.Errorf("metal: load libobjc: %w", err)
-	}
+	// NSArray<id<MTLDevice>> *MTLCopyAllDevices(void), returned retained.
 	var copyAllDevices func() objc.ID
-	purego.RegisterLibFunc(&copyAllDevices, metalLib, "MTLCopyAllDevices")
-	d := &mtlDriver{pipes: map[string]pipeline{}}
-	purego.RegisterLibFunc(&d.poolPush, objcLib, "objc_autoreleasePoolPush")
-	purego.RegisterLibFunc(&d.poolPop, objcLib, "objc_autoreleasePoolPop")
-	r := objc.RegisterName
-	d.s = sels{
-		count: r("count"), objectAtIndex: r("objectAtIndex:"), retain: r("retain"), release: r("release"),
-		alloc: r("alloc"), init: r("init"), stringWithUTF8String: r("stringWithUTF8String:"), utf8String: r("UTF8String"),
-		localizedDescription: r("localizedDescription"), newCommandQueue: r("newCommandQueue"),
-		newLibraryWithSource: r("newLibraryWithSource:options:error:"), setFastMathEnabled: r("setFastMathEnabled:"),
-		newFunctionWithName: r("newFunctionWithName:"), newComputePipelineState: r("newComputePipelineStateWithFunction:error:"),
-		maxTotalThreads: r("maxTotalThreadsPerThreadgroup"), newBufferWithLength: r("newBufferWithLength:options:"),
-		newBufferNoCopy: r("newBufferWithBytesNoCopy:length:options:deallocator:"), newBufferWithBytes: r("newBufferWithBytes:length:options:"),
-		contents: r("contents"), commandBuffer: r("commandBuffer"), computeCommandEncoder: r("computeCommandEncoder"),
-		setComputePipelineState: r("setComputePipelineState:"), setBuffer: r("setBuffer:offset:atIndex:"),
-		setBytes: r("setBytes:length:atIndex:"), dispatchThreadgroups: r("dispatchThreadgroups:threadsPerThreadgroup:"),
-		endEncoding: r("endEncoding"), commit: r("commit"), status: r("status"), errorSel: r("error"), name: r("name"),
-	}
+	purego.RegisterLibFunc(&copyAllDevices, lib, "MTLCopyAllDevices")
+	return copyAllDevices, nil
+}
 
+func newMTLDriver(opts Options) (*mtlDriver, error) {
+	d, err := openDevice(opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.compile(); err != nil {
+		d.close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Describe opens the GPU picked by opts.Device, reads what it reports and
+// compiles the kernel library, reporting a compile error in LibraryErr.
+func Describe(opts Options) (DeviceInfo, error) {
+	d, err := openDevice(opts)
+	if err != nil {
+		return DeviceInfo{}, err
+	}
+	defer d.close()
+	var info DeviceInfo
+	d.rt.Pool(func() {
+		info = DeviceInfo{
+			Name:                         d.rt.GoString(d.m.id(d.dev, d.s.name)),
+			Families:                     familyNames(func(v int) bool { return d.rt.SendBoolInt(d.dev, d.s.supportsFamily, v) }),
+			RecommendedMaxWorkingSetSize: d.rt.SendUint64(d.dev, d.s.recommendedMaxWorkingSetSize),
+			MaxBufferLength:              uint64(d.place.lim.maxBuffer),
+			UnifiedMemory:                d.rt.SendBool(d.dev, d.s.hasUnifiedMemory),
+		}
+	})
+	if err := d.compile(); err != nil {
+		info.LibraryErr = err.Error()
+	}
+	return info, nil
+}
+
+// openDevice opens the device and its command queue.
+func openDevice(opts Options) (*mtlDriver, error) {
+	copyAllDevices, err := loadMetal()
+	if err != nil {
+		return nil, err
+	}
+	rt, err := objcrt.Load()
+	if err != nil {
+		return nil, fmt.Errorf("metal: %w", err)
+	}
+	d := &mtlDriver{rt: rt, s: newSels(), m: newMsgs(rt), pipes: map[string]pipeline{}}
 	var ferr error
-	d.withPool(func() {
+	rt.Pool(func() {
 		devs := copyAllDevices()
 		if devs == 0 {
 			ferr = errors.New("metal: MTLCopyAllDevices returned no devices")
 			return
 		}
-		defer devs.Send(d.s.release)
-		n := objc.Send[uint](devs, d.s.count)
+		defer d.m.void(devs, d.s.release)
+		n := rt.SendUint(devs, d.s.count)
 		if opts.Device < 0 || uint(opts.Device) >= n {
 			ferr = fmt.Errorf("metal: device %d requested, %d available", opts.Device, n)
 			return
 		}
-		d.dev = devs.Send(d.s.objectAtIndex, uint(opts.Device))
-		d.dev.Send(d.s.retain)
-		d.queue = d.dev.Send(d.s.newCommandQueue)
+		d.dev = d.m.idUint(devs, d.s.objectAtIndex, uint(opts.Device))
+		d.m.id(d.dev, d.s.retain)
+		// @property (readonly) NSUInteger maxBufferLength (MTLDevice.h).
+		d.place.lim = deviceLimits{pageSize: os.Getpagesize(), maxBuffer: int(rt.SendUint(d.dev, d.s.maxBufferLength))}
+		d.queue = d.m.id(d.dev, d.s.newCommandQueue)
 		if d.queue == 0 {
 			ferr = errors.New("metal: newCommandQueue failed")
-			return
-		}
-		src, err := librarySource()
-		if err != nil {
-			ferr = err
-			return
-		}
-		copts := objc.ID(objc.GetClass("MTLCompileOptions")).Send(d.s.alloc).Send(d.s.init)
-		defer copts.Send(d.s.release)
-		// Precise math: RoPE angles reach thousands of radians.
-		copts.Send(d.s.setFastMathEnabled, false)
-		var nserr objc.ID
-		d.lib = d.dev.Send(d.s.newLibraryWithSource, d.nsString(src), copts, unsafe.Pointer(&nserr))
-		if d.lib == 0 {
-			ferr = fmt.Errorf("metal: compile kernels: %s", d.describe(nserr))
 		}
 	})
 	if ferr != nil {
@@ -162,45 +268,36 @@ func newMTLDriver(opts Options) (*mtlDriver, error) {
 	return d, nil
 }
 
-// withPool runs f on one OS thread inside an autorelease pool, so that the
-// autoreleased objects f receives (and retains where it keeps them) are
-// drained.
-func (d *mtlDriver) withPool(f func()) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	p := d.poolPush()
-	defer d.poolPop(p)
-	f()
+// compile compiles the kernel library from the embedded sources.
+func (d *mtlDriver) compile() error {
+	src, err := librarySource()
+	if err != nil {
+		return err
+	}
+	var ferr error
+	d.rt.Pool(func() {
+		copts := d.m.id(d.m.id(objc.ID(objc.GetClass("MTLCompileOptions")), d.s.alloc), d.s.init)
+		defer d.m.void(copts, d.s.release)
+		// Precise math: RoPE angles reach thousands of radians.
+		// (fastMathEnabled is deprecated from macOS 15 in favour of
+		// mathMode, and still honoured.)
+		d.m.voidBool(copts, d.s.setFastMathEnabled, false)
+		var nserr objc.ID
+		d.lib = d.m.library(d.dev, d.s.newLibraryWithSource, d.rt.NSString(src), copts, &nserr)
+		if d.lib == 0 {
+			ferr = fmt.Errorf("metal: compile kernels: %s", d.describe(nserr))
+		}
+	})
+	return ferr
 }
 
-// nsString returns an autoreleased NSString; call inside withPool.
-func (d *mtlDriver) nsString(s string) objc.ID {
-	b := append([]byte(s), 0)
-	id := objc.ID(objc.GetClass("NSString")).Send(d.s.stringWithUTF8String, unsafe.Pointer(&b[0]))
-	runtime.KeepAlive(b)
-	return id
-}
-
-func (d *mtlDriver) goString(ns objc.ID) string {
-	if ns == 0 {
-		return ""
-	}
-	p := objc.Send[*byte](ns, d.s.utf8String)
-	if p == nil {
-		return ""
-	}
-	var out []byte
-	for q := unsafe.Pointer(p); *(*byte)(q) != 0; q = unsafe.Add(q, 1) {
-		out = append(out, *(*byte)(q))
-	}
-	return string(out)
-}
-
+// describe returns an NSError's localized description; call inside the
+// pool that received the error.
 func (d *mtlDriver) describe(nserr objc.ID) string {
 	if nserr == 0 {
 		return "unknown error"
 	}
-	return d.goString(nserr.Send(d.s.localizedDescription))
+	return d.rt.GoString(d.m.id(nserr, d.s.localizedDescription))
 }
 
 func (d *mtlDriver) name() string { return "metal" }
@@ -209,12 +306,18 @@ func (d *mtlDriver) wrap(id objc.ID, size int) (*mtlBuf, error) {
 	if id == 0 {
 		return nil, fmt.Errorf("metal: buffer of %d bytes not created", size)
 	}
-	return &mtlBuf{id: id, ptr: objc.Send[unsafe.Pointer](id, d.s.contents), size: size}, nil
+	return &mtlBuf{id: id, ptr: d.rt.SendPtr(id, d.s.contents), size: size}, nil
 }
 
-func (d *mtlDriver) alloc(size int) (buffer, error) {
+func (d *mtlDriver) alloc(size int) (b buffer, err error) {
 	size = max(size, 16)
-	return d.wrap(d.dev.Send(d.s.newBufferWithLength, uint(size), uint(mtlStorageShared)), size)
+	if err := checkBuffer(size, d.place.lim); err != nil {
+		return nil, fmt.Errorf("metal: %w", err)
+	}
+	d.rt.Pool(func() {
+		b, err = d.wrap(d.m.bufLen(d.dev, d.s.newBufferWithLength, uint(size), uint(mtlStorageShared)), size)
+	})
+	return b, err
 }
 
 func (d *mtlDriver) host(b buffer) []byte {
@@ -225,55 +328,74 @@ func (d *mtlDriver) host(b buffer) []byte {
 func (d *mtlDriver) free(b buffer) {
 	m := b.(*mtlBuf)
 	if d.idle() {
-		m.id.Send(d.s.release)
+		d.rt.Pool(func() { d.m.void(m.id, d.s.release) })
 		return
 	}
 	d.pending = append(d.pending, m)
 }
 
-// pageSize is the page size of Apple Silicon macOS.
-const pageSize = 16384
-
-// MapRegion registers a page-aligned span of memory, typically a whole
-// mmap'd checkpoint file, so that weights inside it become offsets into one
-// buffer made without a copy.
+// mapRegion wraps a region of memory (a whole mmap'd checkpoint file)
+// without a copy when the device can (planRegion: page-aligned, whole
+// pages, within maxBufferLength, and newBufferWithBytesNoCopy agrees), so
+// weights inside it become offsets into one buffer. A region it cannot wrap
+// is declined, never an error: its weights are then copied.
 func (d *mtlDriver) mapRegion(data []byte) error {
 	if len(data) == 0 {
 		return nil
 	}
 	start := uintptr(unsafe.Pointer(&data[0]))
-	if start%pageSize != 0 {
-		return fmt.Errorf("metal: region at %#x is not page-aligned", start)
+	plan := planRegion(start, len(data), d.place.lim)
+	if plan.reason != "" {
+		d.place.decline(plan.reason)
+		return nil
 	}
-	n := (len(data) + pageSize - 1) / pageSize * pageSize
-	id := d.dev.Send(d.s.newBufferNoCopy, unsafe.Pointer(&data[0]), uint(n), uint(mtlStorageShared), uintptr(0))
-	b, err := d.wrap(id, n)
-	if err != nil {
-		return err
+	var b *mtlBuf
+	d.rt.Pool(func() {
+		// The mapping's last page is mapped whole, so the buffer may span
+		// it; a nil deallocator leaves unmapping to the file's owner.
+		id := d.m.bufNoCopy(d.dev, d.s.newBufferNoCopy, unsafe.Pointer(&data[0]), uint(plan.size), uint(mtlStorageShared), 0)
+		b, _ = d.wrap(id, plan.size)
+	})
+	if b == nil {
+		d.place.decline(fmt.Sprintf("newBufferWithBytesNoCopy returned nil for %d bytes at %#x", plan.size, start))
+		return nil
 	}
-	d.regions = append(d.regions, region{start: start, end: start + uintptr(len(data)), buf: b})
+	d.place.addRegion(start, len(data), b)
 	return nil
 }
 
-// weight wraps weight bytes: inside a registered region as an offset, as a
-// buffer without a copy when the bytes are whole pages, else as a copy.
-func (d *mtlDriver) weight(data []byte) (buffer, int, error) {
-	if len(data) == 0 {
-		b, err := d.alloc(16)
-		return b, 0, err
+// weight serves weight bytes as an offset into a wrapped region when they
+// lie inside one at an offset the kernels can read (planWeight), else as a
+// copy in a buffer of their own.
+func (d *mtlDriver) weight(data []byte, align int) (buf buffer, off int, err error) {
+	n := len(data)
+	if n == 0 {
+		n = 16 // every buffer has an address
 	}
-	p := uintptr(unsafe.Pointer(&data[0]))
-	for _, r := range d.regions {
-		if p >= r.start && p+uintptr(len(data)) <= r.end {
-			return r.buf, int(p - r.start), nil
+	i, off := -1, 0
+	if len(data) > 0 {
+		if i, off, err = planWeight(uintptr(unsafe.Pointer(&data[0])), len(data), align, d.place.regions, d.place.lim); err != nil {
+			return nil, 0, fmt.Errorf("metal: %w", err)
 		}
 	}
-	if p%pageSize == 0 && len(data)%pageSize == 0 {
-		b, err := d.wrap(d.dev.Send(d.s.newBufferNoCopy, unsafe.Pointer(&data[0]), uint(len(data)), uint(mtlStorageShared), uintptr(0)), len(data))
-		return b, 0, err
+	if i >= 0 {
+		d.place.inRegion++
+		return d.place.bufs[i], off, nil
 	}
-	b, err := d.wrap(d.dev.Send(d.s.newBufferWithBytes, unsafe.Pointer(&data[0]), uint(len(data)), uint(mtlStorageShared)), len(data))
-	return b, 0, err
+	d.rt.Pool(func() {
+		var id objc.ID
+		if len(data) == 0 {
+			id = d.m.bufLen(d.dev, d.s.newBufferWithLength, uint(n), uint(mtlStorageShared))
+		} else {
+			id = d.m.bufBytes(d.dev, d.s.newBufferWithBytes, unsafe.Pointer(&data[0]), uint(len(data)), uint(mtlStorageShared))
+		}
+		buf, err = d.wrap(id, n)
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	d.place.copied++
+	return buf, 0, nil
 }
 
 func (d *mtlDriver) idle() bool { return d.cmd == 0 && len(d.inflight) == 0 }
@@ -285,20 +407,20 @@ func (d *mtlDriver) pipeline(kernel string) (pipeline, error) {
 	}
 	var p pipeline
 	var perr error
-	d.withPool(func() {
-		fn := d.lib.Send(d.s.newFunctionWithName, d.nsString(kernel))
+	d.rt.Pool(func() {
+		fn := d.m.idID(d.lib, d.s.newFunctionWithName, d.rt.NSString(kernel))
 		if fn == 0 {
 			perr = fmt.Errorf("metal: no kernel %q in the library", kernel)
 			return
 		}
-		defer fn.Send(d.s.release)
+		defer d.m.void(fn, d.s.release)
 		var nserr objc.ID
-		p.state = d.dev.Send(d.s.newComputePipelineState, fn, unsafe.Pointer(&nserr))
+		p.state = d.m.pipelineState(d.dev, d.s.newComputePipelineState, fn, &nserr)
 		if p.state == 0 {
 			perr = fmt.Errorf("metal: pipeline %s: %s", kernel, d.describe(nserr))
 			return
 		}
-		p.maxThreads = int(objc.Send[uint](p.state, d.s.maxTotalThreads))
+		p.maxThreads = int(d.rt.SendUint(p.state, d.s.maxTotalThreads))
 	})
 	if perr != nil {
 		return p, perr
@@ -341,25 +463,29 @@ func (d *mtlDriver) dispatch(kernel string, groups, threads [3]int, binds []bind
 		d.err = fmt.Errorf("metal: kernel %s: %d threads per group, the pipeline allows %d", kernel, n, p.maxThreads)
 		return
 	}
-	d.withPool(func() {
-		if d.cmd == 0 {
-			d.cmd = d.queue.Send(d.s.commandBuffer)
-			d.cmd.Send(d.s.retain)
-		}
-		if d.enc == 0 {
-			d.enc = d.cmd.Send(d.s.computeCommandEncoder)
-			d.enc.Send(d.s.retain)
-		}
-	})
-	d.enc.Send(d.s.setComputePipelineState, p.state)
+	d.rt.Pool(func() { d.encode(p, groups, threads, binds) })
+}
+
+// encode records one dispatch, starting a command buffer and an encoder
+// when there is none, and commits every dispatchesPerCommit dispatches.
+func (d *mtlDriver) encode(p pipeline, groups, threads [3]int, binds []binding) {
+	if d.cmd == 0 {
+		d.cmd = d.m.id(d.queue, d.s.commandBuffer)
+		d.m.id(d.cmd, d.s.retain)
+	}
+	if d.enc == 0 {
+		d.enc = d.m.id(d.cmd, d.s.computeCommandEncoder)
+		d.m.id(d.enc, d.s.retain)
+	}
+	d.m.voidID(d.enc, d.s.setComputePipelineState, p.state)
 	for _, b := range binds {
 		if b.bytes != nil {
-			d.enc.Send(d.s.setBytes, unsafe.Pointer(&b.bytes[0]), uint(len(b.bytes)), uint(b.index))
+			d.m.setBytes(d.enc, d.s.setBytes, unsafe.Pointer(&b.bytes[0]), uint(len(b.bytes)), uint(b.index))
 			continue
 		}
-		d.enc.Send(d.s.setBuffer, b.buf.(*mtlBuf).id, uint(b.off), uint(b.index))
+		d.m.setBuffer(d.enc, d.s.setBuffer, b.buf.(*mtlBuf).id, uint(b.off), uint(b.index))
 	}
-	d.enc.Send(d.s.dispatchThreadgroups,
+	d.m.dispatch(d.enc, d.s.dispatchThreadgroups,
 		mtlSize{uint(groups[0]), uint(groups[1]), uint(groups[2])},
 		mtlSize{uint(threads[0]), uint(threads[1]), uint(threads[2])})
 	d.nDispatch++
@@ -368,66 +494,99 @@ func (d *mtlDriver) dispatch(kernel string, groups, threads [3]int, binds []bind
 	}
 }
 
-// commit ends the current encoder and commits its command buffer.
+// commit ends the current encoder and commits its command buffer; call
+// inside a pool.
 func (d *mtlDriver) commit() {
 	if d.enc != 0 {
-		d.enc.Send(d.s.endEncoding)
-		d.enc.Send(d.s.release)
+		d.m.void(d.enc, d.s.endEncoding)
+		d.m.void(d.enc, d.s.release)
 		d.enc = 0
 	}
 	if d.cmd != 0 {
-		d.cmd.Send(d.s.commit)
+		d.m.void(d.cmd, d.s.commit)
 		d.inflight = append(d.inflight, d.cmd)
 		d.cmd = 0
 	}
 	d.nDispatch = 0
 }
 
+// wait commits what is recorded and waits for every committed command
+// buffer. The waiting itself (waitUntilCompleted, which blocks its thread)
+// happens on a goroutine of its own, so that ctx can end the wait; a later
+// wait picks up the same waiter, and no command buffer is released while
+// the waiter may still touch it.
 func (d *mtlDriver) wait(ctx context.Context) error {
-	d.commit()
+	d.rt.Pool(d.commit)
 	for len(d.inflight) > 0 {
-		cb := d.inflight[0]
-		for {
-			st := objc.Send[uint](cb, d.s.status)
-			if st >= mtlStatusCompleted {
-				if st == mtlStatusError && d.err == nil {
-					d.withPool(func() {
-						d.err = fmt.Errorf("metal: command buffer failed: %s", d.describe(cb.Send(d.s.errorSel)))
-					})
-				}
-				break
-			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			time.Sleep(50 * time.Microsecond)
+		if d.waitDone == nil {
+			cbs := append([]objc.ID(nil), d.inflight...)
+			done := make(chan struct{})
+			d.waitDone, d.waitN = done, len(cbs)
+			go func() {
+				defer close(done)
+				d.rt.Pool(func() {
+					for _, cb := range cbs {
+						d.m.void(cb, d.s.waitUntilCompleted)
+					}
+				})
+			}()
 		}
-		cb.Send(d.s.release)
-		d.inflight = d.inflight[1:]
+		select {
+		case <-d.waitDone:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		done := d.inflight[:d.waitN]
+		d.inflight = d.inflight[d.waitN:]
+		d.waitDone, d.waitN = nil, 0
+		d.rt.Pool(func() { d.finish(done) })
 	}
-	for _, b := range d.pending {
-		b.id.Send(d.s.release)
-	}
+	d.rt.Pool(func() {
+		for _, b := range d.pending {
+			d.m.void(b.id, d.s.release)
+		}
+	})
 	d.pending = nil
 	err := d.err
 	d.err = nil
 	return err
 }
 
+// finish reads the outcome of completed command buffers into d.err and
+// releases them; call inside a pool.
+func (d *mtlDriver) finish(done []objc.ID) {
+	for _, cb := range done {
+		switch st := d.rt.SendUint(cb, d.s.status); {
+		case st == mtlStatusCompleted || d.err != nil:
+		case st == mtlStatusError:
+			d.err = fmt.Errorf("metal: command buffer failed: %s", d.describe(d.m.id(cb, d.s.errorSel)))
+		default:
+			d.err = fmt.Errorf("metal: command buffer has status %d after waitUntilCompleted", st)
+		}
+		d.m.void(cb, d.s.release)
+	}
+}
+
 func (d *mtlDriver) close() {
+	d.rt.Pool(d.release)
+}
+
+// release waits for queued work and releases every object the driver
+// holds; call inside a pool.
+func (d *mtlDriver) release() {
 	if d.cmd != 0 || len(d.inflight) > 0 {
 		_ = d.wait(context.Background())
 	}
 	for _, p := range d.pipes {
-		p.state.Send(d.s.release)
+		d.m.void(p.state, d.s.release)
 	}
-	for _, r := range d.regions {
-		r.buf.id.Send(d.s.release)
+	for _, b := range d.place.bufs {
+		d.m.void(b.(*mtlBuf).id, d.s.release)
 	}
 	for _, id := range []objc.ID{d.lib, d.queue, d.dev} {
 		if id != 0 {
-			id.Send(d.s.release)
+			d.m.void(id, d.s.release)
 		}
 	}
-	d.pipes, d.regions, d.lib, d.queue, d.dev = nil, nil, 0, 0, 0
+	d.pipes, d.place.regions, d.place.bufs, d.lib, d.queue, d.dev = nil, nil, nil, 0, 0, 0
 }

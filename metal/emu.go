@@ -240,6 +240,9 @@ type emuDriver struct {
 	args  [32]uintptr
 	errb  [512]byte
 	dims  [6]uint32
+	// place, when set, makes the driver place weights as a device with
+	// place.lim would; nil aliases every weight's bytes.
+	place *placement
 }
 
 // emuCall is one recorded dispatch.
@@ -252,8 +255,27 @@ type emuCall struct {
 func (d *emuDriver) name() string { return "metal-emu" }
 
 func (d *emuDriver) alloc(size int) (buffer, error) {
+	if d.place != nil {
+		if err := checkBuffer(size, d.place.lim); err != nil {
+			return nil, fmt.Errorf("metal emulator: %w", err)
+		}
+	}
 	// Keep at least 16 bytes so that every buffer has an address.
 	return newEmuBuf(size), nil
+}
+
+// mapRegion follows the device's decision when the driver models one.
+func (d *emuDriver) mapRegion(data []byte) error {
+	if d.place == nil || len(data) == 0 {
+		return nil
+	}
+	start := uintptr(unsafe.Pointer(&data[0]))
+	if plan := planRegion(start, len(data), d.place.lim); plan.reason != "" {
+		d.place.decline(plan.reason)
+		return nil
+	}
+	d.place.addRegion(start, len(data), &emuBuf{data: data, weight: true})
+	return nil
 }
 
 func (d *emuDriver) host(b buffer) []byte { return b.(*emuBuf).data }
@@ -278,11 +300,23 @@ func poison(data []byte) {
 	}
 }
 
-func (d *emuDriver) weight(data []byte) (buffer, int, error) {
+func (d *emuDriver) weight(data []byte, align int) (buffer, int, error) {
 	if len(data) == 0 {
 		return newEmuBuf(16), 0, nil
 	}
-	return &emuBuf{data: data, weight: true}, 0, nil
+	if d.place == nil {
+		return &emuBuf{data: data, weight: true}, 0, nil
+	}
+	i, off, err := planWeight(uintptr(unsafe.Pointer(&data[0])), len(data), align, d.place.regions, d.place.lim)
+	switch {
+	case err != nil:
+		return nil, 0, fmt.Errorf("metal emulator: %w", err)
+	case i >= 0:
+		d.place.inRegion++
+		return d.place.bufs[i], off, nil
+	}
+	d.place.copied++
+	return &emuBuf{data: append([]byte(nil), data...), weight: true}, 0, nil
 }
 
 func (d *emuDriver) idle() bool { return len(d.queue) == 0 }

@@ -1,3 +1,8 @@
+//go:build !mactest
+
+// The emulator's own tests; with -tags mactest (the GPU under test) they
+// are left out.
+
 package metal
 
 import (

@@ -21,21 +21,27 @@ type pair struct {
 }
 
 var (
-	emuOnce sync.Once
-	emuBE   tensor.Backend
-	emuErr  error
+	testOnce sync.Once
+	testBE   tensor.Backend
+	testErr  error
 )
 
-// emulated returns the package's shared emulated backend. A missing
-// clang-19 fails the test: the kernels are only checked through it.
-func emulated(t *testing.T) tensor.Backend {
+// deviceUnderTest returns the package's shared backend under test: the
+// emulator, or with -tags mactest the Mac's GPU (openUnderTest). A missing
+// clang-19 (or GPU) fails the test: the kernels are only checked through
+// it.
+func deviceUnderTest(t *testing.T) tensor.Backend {
 	t.Helper()
-	emuOnce.Do(func() { emuBE, emuErr = NewEmulated(Options{}) })
-	if emuErr != nil {
-		t.Fatalf("emulated backend: %v", emuErr)
+	testOnce.Do(func() { testBE, testErr = openUnderTest() })
+	if testErr != nil {
+		t.Fatalf("backend under test: %v", testErr)
 	}
-	return emuBE
+	return testBE
 }
+
+// OpenUnderTest opens a backend under test for the external test package:
+// the emulator, or with -tags mactest the Mac's GPU.
+func OpenUnderTest() (tensor.Backend, error) { return openUnderTest() }
 
 func newPair(t *testing.T, seed uint64) *pair {
 	t.Helper()
@@ -43,7 +49,7 @@ func newPair(t *testing.T, seed uint64) *pair {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &pair{t: t, m: emulated(t), c: c, rng: rand.New(rand.NewPCG(seed, 0x5eed))}
+	return &pair{t: t, m: deviceUnderTest(t), c: c, rng: rand.New(rand.NewPCG(seed, 0x5eed))}
 }
 
 func (p *pair) vec(n int, scale float64) []float32 {

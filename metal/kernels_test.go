@@ -314,7 +314,7 @@ func TestGatedDeltaLimits(t *testing.T) {
 		{"heads", tensor.DeltaArgs{B: 1, T: 1, NK: 2, NV: 3, DK: 8, DV: 8, Chunk: 64}, "3 value heads"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			be := emulated(t)
+			be := deviceUnderTest(t)
 			x := be.Alloc(1)
 			defer be.Free(x)
 			w := tensor.FromFloat32("w", tensor.F32, []int{c.a.NV}, make([]float32, c.a.NV))
@@ -334,7 +334,7 @@ func TestGatedDeltaLimits(t *testing.T) {
 // on a GPU: a Write issued after an operation lands after it (through a
 // staging copy), a Write before it is seen by it, and Read waits for both.
 func TestQueueOrder(t *testing.T) {
-	be := emulated(t).(*Backend)
+	be := deviceUnderTest(t).(*Backend)
 	a, b := be.Alloc(70), be.Alloc(70)
 	ones, twos, tens := make([]float32, 70), make([]float32, 70), make([]float32, 70)
 	for i := range ones {

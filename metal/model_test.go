@@ -43,9 +43,11 @@ func seq(n int) []int {
 	return out
 }
 
-func loadEmulated(t *testing.T, dir string) *model.Model {
+// loadUnderTest loads a checkpoint on the backend under test (the emulator,
+// or the GPU with -tags mactest).
+func loadUnderTest(t *testing.T, dir string) *model.Model {
 	t.Helper()
-	be, err := metal.NewEmulated(metal.Options{})
+	be, err := metal.OpenUnderTest()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +65,7 @@ func TestModelGoldens(t *testing.T) {
 	}
 	ctx := context.Background()
 	for _, run := range goldenRuns {
-		m := loadEmulated(t, run.dir)
+		m := loadUnderTest(t, run.dir)
 		H := m.Config.Hidden
 		want := map[string]bool{}
 		for _, c := range run.cases {
@@ -108,7 +110,7 @@ func TestModelResumeAndBatch(t *testing.T) {
 	if testing.Short() {
 		t.Skip("whole-model run through the emulator")
 	}
-	m := loadEmulated(t, "../testdata/demo-decision")
+	m := loadUnderTest(t, "../testdata/demo-decision")
 	ctx := context.Background()
 	ids := func(seed, n int) []int32 {
 		out := make([]int32, n)

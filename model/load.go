@@ -205,8 +205,12 @@ func (m *Model) openFiles(src source) (all map[string]stored, index string, err 
 			return nil, "", err
 		}
 		m.files = append(m.files, f)
-		if rm, ok := m.be.(tensor.RegionMapper); ok {
-			// A GPU backend wraps the mapping once so weights are used in place.
+		if rm, ok := m.be.(tensor.RegionMapper); ok && f.Mapped() {
+			// A GPU backend wraps the mapping once so weights are used in
+			// place. Only a mapping qualifies: bytes read into the Go heap
+			// (LoadFS, the embedded demo model) are neither page-aligned
+			// nor guaranteed to stay put as a region; their weights are
+			// copied.
 			if err := rm.MapRegion(f.Bytes()); err != nil {
 				return nil, "", fmt.Errorf("%s: %w", f.Name, err)
 			}

@@ -163,7 +163,10 @@ type WarmUpper interface {
 
 // RegionMapper is implemented by backends that can use weights in place
 // inside a memory region that stays mapped for the backend's life (a whole
-// mmap'd checkpoint file), instead of copying them.
+// mmap'd checkpoint file), instead of copying them. Callers hand it only
+// memory mapped from a file, never bytes on the Go heap; a backend that
+// cannot use a region (alignment, size) declines it and copies the
+// weights, so MapRegion fails only when the backend itself is broken.
 type RegionMapper interface {
 	MapRegion(data []byte) error
 }

@@ -3,13 +3,17 @@
 // lets the user switch models, restart the daemon and start at login. On
 // Linux it shows the same menu in the system tray (StatusNotifierItem).
 //
-//	startlux-app [--socket PATH] [--print]
+//	startlux-app [--socket PATH] [--print | --login-status]
 //
 // --print polls the daemon once, prints the menu as text and exits.
+// --login-status prints the login items as the system reports them (on
+// macOS the SMAppService statuses, which only the app itself can read) as
+// JSON and exits; startlux doctor runs it.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,6 +37,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("startlux-app", flag.ContinueOnError)
 	socket := fs.String("socket", "", "the daemon's socket (default: the per-user default path)")
 	printMenu := fs.Bool("print", false, "poll the daemon once, print the menu as text and exit")
+	loginStatus := fs.Bool("login-status", false, "print the login items as the system reports them, as JSON, and exit")
 	// Old macOS versions pass -psn_<serial> to apps opened from the Finder.
 	args = slices.DeleteFunc(slices.Clone(args), func(a string) bool { return strings.HasPrefix(a, "-psn_") })
 	if err := fs.Parse(args); err != nil {
@@ -48,6 +53,19 @@ func run(args []string) error {
 	sys, err := app.NewSystem(daemonArgs)
 	if err != nil {
 		return err
+	}
+	if *loginStatus {
+		l, ok := sys.(app.LoginItemLister)
+		if !ok {
+			return fmt.Errorf("this system cannot report its login items")
+		}
+		items, err := l.LoginItems(context.Background())
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(items)
 	}
 	models, err := app.ModelsDir()
 	if err != nil {

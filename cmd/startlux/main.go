@@ -1,7 +1,7 @@
 // Command startlux is StartLux's one command-line program: the daemon
 // (serve), its clients (decide, status, models, use), the models folder
-// (pull, rm), evaluation and calibration (eval, calibrate) and the engine's
-// tools (tokenize, forward, bench).
+// (pull, rm), evaluation and calibration (eval, calibrate), the engine's
+// tools (tokenize, forward, bench) and doctor.
 package main
 
 import (
@@ -43,6 +43,7 @@ func commands() []command {
 		{"calibrate", "fit per-type temperatures (and a position prior) to labelled requests", runCalibrate},
 		{"forward", "run a checkpoint on token ids and write its outputs as safetensors", runForward},
 		{"bench", "benchmarks: prefill, decide, serve, tokenize", runBench},
+		{"doctor", "check this machine for StartLux and print what a bug report needs", runDoctor},
 	}
 }
 

@@ -7,6 +7,9 @@ import (
 	"os"
 )
 
+// mapsFiles is true where Open maps files instead of reading them.
+const mapsFiles = false
+
 // mapFile reads the file into memory where mmap is not available.
 func mapFile(f *os.File, size int64) ([]byte, func() error, error) {
 	b := make([]byte, size)

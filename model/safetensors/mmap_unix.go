@@ -8,6 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// mapsFiles is true where Open maps files instead of reading them.
+const mapsFiles = true
+
 // mapFile maps size bytes of f read-only and returns them with the function
 // that unmaps them.
 func mapFile(f *os.File, size int64) ([]byte, func() error, error) {

@@ -52,6 +52,7 @@ type File struct {
 
 	tensors map[string]*Info
 	data    []byte
+	mapped  bool // data is an mmap of the file
 	unmap   func() error
 }
 
@@ -76,6 +77,7 @@ func Open(path string) (*File, error) {
 		return nil, err
 	}
 	sf.unmap = unmap
+	sf.mapped = mapsFiles && len(data) > 0
 	return sf, nil
 }
 
@@ -157,6 +159,11 @@ func (f *File) Tensor(name string) *Info { return f.tensors[name] }
 
 // Bytes returns the whole file as mapped (or read); it must not be written.
 func (f *File) Bytes() []byte { return f.data }
+
+// Mapped reports whether Bytes is a memory mapping of the file (Open on
+// Unix), which stays mapped until Close; it is false for bytes given to
+// Parse and where files are read instead.
+func (f *File) Mapped() bool { return f.mapped }
 
 // Size returns the size of the file in bytes.
 func (f *File) Size() int64 { return int64(len(f.data)) }

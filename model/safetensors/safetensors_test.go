@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/startlux/startlux/tensor"
 )
@@ -103,5 +104,39 @@ func TestParseRejects(t *testing.T) {
 	}
 	if _, err := Parse("ok", header(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, 8)); err != nil {
 		t.Errorf("valid file refused: %v", err)
+	}
+}
+
+// TestMapped: a file Open maps is reported as mapped and starts on a page
+// (what a GPU backend needs to wrap it without a copy); bytes handed to
+// Parse are not mapped, whatever their address.
+func TestMapped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.safetensors")
+	if err := WriteFile(path, []Entry{F32("w", []int{3}, []float32{1, 2, 3})}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Mapped() != mapsFiles {
+		t.Errorf("Open: Mapped() = %v, want %v on this system", f.Mapped(), mapsFiles)
+	}
+	if f.Mapped() {
+		if p := uintptr(unsafe.Pointer(&f.Bytes()[0])); p%uintptr(os.Getpagesize()) != 0 {
+			t.Errorf("mapping at %#x is not page-aligned", p)
+		}
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Parse("m", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Mapped() {
+		t.Error("Parse: Mapped() = true for bytes read into memory")
 	}
 }
