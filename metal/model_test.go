@@ -115,7 +115,7 @@ func TestModelResumeAndBatch(t *testing.T) {
 	ids := func(seed, n int) []int32 {
 		out := make([]int32, n)
 		for i := range out {
-			out[i] = int32((seed*7919 + i*104729) % 3000)
+			out[i] = int32((seed*7919 + i*104729) % m.Config.Vocab)
 		}
 		return out
 	}

@@ -12,7 +12,7 @@ func BenchmarkForwardDemo(b *testing.B) {
 	m := loadTiny(b, demoDir)
 	ids := make([]int32, 160)
 	for i := range ids {
-		ids[i] = int32(i*37%4000 + 1)
+		ids[i] = int32((i*37%4000 + 1) % m.Config.Vocab)
 	}
 	prefix, err := m.Prefill(context.Background(), nil, ids[:30])
 	if err != nil {

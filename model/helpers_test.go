@@ -40,6 +40,16 @@ func loadTiny(t testing.TB, dir string) *Model {
 	return m
 }
 
+// inVocab maps token ids taken from another checkpoint's goldens into a
+// vocabulary of the given size (ids already inside it are kept).
+func inVocab(ids []int32, vocab int) []int32 {
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = id % int32(vocab)
+	}
+	return out
+}
+
 func seq(n int) []int {
 	out := make([]int, n)
 	for i := range out {

@@ -152,7 +152,7 @@ func testResume(t *testing.T, dir string, tol float64) {
 	var ids []int32
 	for _, g := range goldens.Forwards(t, goldenFile, 0) {
 		if g.Name == "rand300" {
-			ids = g.IDs[:150]
+			ids = inVocab(g.IDs[:150], m.Config.Vocab)
 		}
 	}
 	whole := hidden(t, m, nil, ids)
@@ -221,7 +221,7 @@ func testBatch(t *testing.T, dir string) {
 	var ids []int32
 	for _, g := range goldens.Forwards(t, goldenFile, 0) {
 		if g.Name == "prompt" {
-			ids = g.IDs
+			ids = inVocab(g.IDs, m.Config.Vocab)
 		}
 	}
 	p1, err := m.Prefill(ctx, nil, ids[:20])
@@ -242,7 +242,7 @@ func testBatch(t *testing.T, dir string) {
 		{IDs: ids[10:76], Gather: []int{65, 64, 63, 1}},
 	}
 	b1, b2 := stateBits(t, p1), stateBits(t, p2)
-	for _, head := range []*tensor.Weight{nil, m.HeadRows([]int{1, 2, 3, 4000})} {
+	for _, head := range []*tensor.Weight{nil, m.HeadRows([]int{1, 2, 3, m.Config.Vocab - 1})} {
 		width := H
 		if head != nil {
 			width = head.Rows()
@@ -317,7 +317,7 @@ func TestGatheredTail(t *testing.T) {
 		m := loadTiny(t, dir)
 		ids := make([]int32, 70)
 		for i := range ids {
-			ids[i] = int32(i*53%4000 + 3)
+			ids[i] = int32((i*53%4000 + 3) % m.Config.Vocab)
 		}
 		rows := []Row{{IDs: ids, Gather: []int{69, 3, 40}}, {IDs: ids[:20], Gather: []int{19}}}
 		for _, head := range []*tensor.Weight{nil, m.Head()} {
