@@ -105,12 +105,13 @@ func TestPullModelsRm(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	mineSize := hub.FormatBytes(dirBytes(t, filepath.Join(models, "mine")))
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], "  NAME") {
 		t.Fatalf("models:\n%s", out)
 	}
 	for i, want := range [][]string{
 		{"demo", "(embedded in the binary)", "bf16", "calibrated"},
-		{"mine", "owner/demo", "main (" + demo.Commit[:12] + ")", "3.90 MB", "bf16", "calibrated"},
+		{"mine", "owner/demo", "main (" + demo.Commit[:12] + ")", mineSize, "bf16", "calibrated"},
 		{"tiny-qwen35", "owner/tiny-qwen35", "main (" + chat.Commit[:12] + ")", "2.02 MB", "bf16", daemon.Uncalibrated},
 	} {
 		for _, w := range want {
@@ -285,4 +286,21 @@ func TestPullPrinter(t *testing.T) {
 			t.Errorf("terminal %v: printed\n%q\nwant\n%q", terminal, b.String(), want)
 		}
 	}
+}
+
+// dirBytes adds up the sizes of the regular files under dir, the figure the
+// listing shows for a model.
+func dirBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && fi.Mode().IsRegular() {
+			n += fi.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
