@@ -325,12 +325,8 @@ func (m *Model) Embedding() *tensor.Weight { return m.embed }
 func (m *Model) WeightBytes() int64 {
 	var n int64
 	add := func(w *tensor.Weight) {
-		if w == nil {
-			return
-		}
-		n += int64(len(w.Data))
-		if w.Quant != nil {
-			n += int64(len(w.Quant.Scales.Data) + len(w.Quant.Biases.Data))
+		if w != nil {
+			n += w.Bytes()
 		}
 	}
 	add(m.embed)
