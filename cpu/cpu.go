@@ -11,6 +11,11 @@
 // copy of a whole matrix ever exists and the conversion overlaps the other
 // workers' sgemm. OpenBLAS is set to one thread for this.
 //
+// MatMul over an int8 weight (tensor.I8) runs the W8A8 product of int8.go
+// instead: activation rows quantised per row, int32 dot products in an
+// AVX-512 VNNI, AVX2, arm64 SDOT or portable kernel chosen from CPUID (or
+// STARTLUX_INT8_KERNEL), then the float32 rescale; Int8Kernel names it.
+//
 // The gated delta rule runs in its recurrent form on amd64 with AVX2 (a
 // vector loop makes one pass over a head's state per position: for these
 // models' heads less arithmetic than the chunked form, and no sgemm calls),

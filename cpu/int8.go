@@ -114,11 +114,17 @@ func (b *Backend) Int8Kernel() (string, error) { return b.int8.name, nil }
 
 var _ tensor.Int8Backend = (*Backend)(nil)
 
-// Blocking of the int8 product (see the comment at the top).
+// Blocking of the int8 product (see the comment at the top). A task's
+// weight block (96 channels × 1024 columns) and activation block (96 rows ×
+// 1024) fit a core's L2 together. Measured single-threaded on a shared
+// 2-core EPYC (Zen 3) with the avx2 kernel, best of 30 calls: 192 rows ×
+// 512 channels × 3584 columns ran at 12 GMAC/s with the whole K in one
+// block and 45–52 GMAC/s with blocks of 1024 or 2048 columns, about the
+// tile's own 62 GMAC/s on L1-resident data.
 const (
 	int8RowBlock  = 96   // rows per task; a multiple of every kernel's mr
 	int8ChanBlock = 96   // channels per task; a multiple of every kernel's nr
-	int8KBlock    = 4096 // columns per pass over a block; a multiple of every kv
+	int8KBlock    = 1024 // columns per pass over a block; a multiple of every kv
 )
 
 // int8Problem is one int8 product, shared read-only by its tasks.
