@@ -417,3 +417,55 @@ func TestMatMulAllocs(t *testing.T) {
 		}
 	}
 }
+
+// vnniModelTile computes in Go what the avx512-vnni tile computes with
+// vpdpbusd: unsigned activation bytes times signed weight bytes, summed in
+// wrapping int32, over its 4×6 tile.
+func vnniModelTile(k int, a []byte, lda int, w []byte, ldw int, c []int32) {
+	for r := range 4 {
+		for j := range 6 {
+			var s int32
+			for i := range k {
+				s += int32(a[r*lda+i]) * int32(int8(w[j*ldw+i]))
+			}
+			c[r*6+j] = s
+		}
+	}
+}
+
+// TestInt8OffsetDriver runs the driver's offset path (activations stored as
+// q + 128, sums corrected by 128·Σw), which only the avx512-vnni kernel
+// uses, with a Go model of that kernel, so that it is tested on every CPU:
+// exactly against the plain loop, with in-features large enough that the
+// unsigned sums wrap around int32, and through MatMul against
+// tensor.Int8MatMul.
+func TestInt8OffsetDriver(t *testing.T) {
+	rng := newRNG(t)
+	k := &int8Kernel{name: "vnni-model", mr: 4, nr: 6, kv: 64, offset: true, ok: true, tile: vnniModelTile}
+	for _, sh := range [][3]int{{1, 1, 1}, {5, 7, 100}, {37, 97, 64}, {9, 13, 1500}, {4, 6, 70000}} {
+		rows, o, n := sh[0], sh[1], sh[2]
+		x := int8Values(rng, rows*n, -127, 127)
+		wq := int8Values(rng, o*n, -128, 127)
+		if n == 70000 {
+			for i := range x {
+				x[i], wq[i%(o*n)] = 127, -128 // Σ (127+128)·(−128) wraps; the true sum fits
+			}
+		}
+		w := tensor.Int8FromValues("w", o, n, wq, make([]float32, o))
+		checkAcc(t, fmt.Sprintf("offset driver %v", sh), kernelAcc(k, x, w, rows), refAcc(x, wq, rows, o, n))
+	}
+	b, _ := New(Options{Threads: 2})
+	b.int8 = k
+	rows, o, n := 50, 100, 200
+	w, _ := tensor.QuantizeInt8(tensor.FromFloat32("w", tensor.BF16, []int{o, n}, randVec(rng, o*n, 0.1)))
+	x := randVec(rng, rows*n, 1)
+	want := make([]float32, rows*o)
+	tensor.Int8MatMul(want, x, w, rows)
+	out := b.Alloc(rows * o)
+	b.MatMul(out, upload(b, x), w, rows)
+	for i, v := range download(t, b, out) {
+		if math.Float32bits(v) != math.Float32bits(want[i]) {
+			t.Fatalf("MatMul with the offset kernel: out[%d] = %g, reference %g", i, v, want[i])
+		}
+	}
+}
