@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/startlux/startlux/tensor"
@@ -72,7 +73,7 @@ func int8Kernels() []int8Kernel { return append(archInt8Kernels(), goInt8) }
 
 // int8KernelChoices lists the STARTLUX_INT8_KERNEL values of every
 // architecture.
-const int8KernelChoices = "avx512vnni, avx2, sdot, go"
+var int8KernelChoices = []string{"avx512vnni", "avx2", "sdot", "go"}
 
 // chooseInt8 returns the kernel named by choice (a STARTLUX_INT8_KERNEL
 // value), or for "" the best one this CPU runs.
@@ -93,10 +94,10 @@ func chooseInt8(choice string) (*int8Kernel, error) {
 			return k, nil
 		}
 	}
-	if strings.Contains(int8KernelChoices, choice) && !strings.Contains(choice, ",") && choice != "" {
+	if slices.Contains(int8KernelChoices, choice) {
 		return nil, fmt.Errorf("int8 kernel %q: not built for this architecture (this CPU runs %s)", choice, strings.Join(here, ", "))
 	}
-	return nil, fmt.Errorf("unknown int8 kernel %q: want one of %s (this CPU runs %s)", choice, int8KernelChoices, strings.Join(here, ", "))
+	return nil, fmt.Errorf("unknown int8 kernel %q: want one of %s (this CPU runs %s)", choice, strings.Join(int8KernelChoices, ", "), strings.Join(here, ", "))
 }
 
 // int8Choice returns the kernel choice of opts, or of the environment.

@@ -338,6 +338,7 @@ func TestInt8KernelChoice(t *testing.T) {
 		{"neon", `unknown int8 kernel "neon": want one of avx512vnni, avx2, sdot, go`},
 		{"AVX2", "unknown int8 kernel"},
 		{"avx2,go", "unknown int8 kernel"},
+		{"avx", "unknown int8 kernel"},
 	}
 	for _, k := range int8Kernels() {
 		if !k.ok {
