@@ -400,6 +400,9 @@ func TestInt8Embed(t *testing.T) {
 // beside it (1–2 on amd64 without BLAS; more through purego's BLAS calls
 // and in arm64's portable GEMM).
 func TestMatMulAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector makes sync.Pool drop buffers")
+	}
 	rng := newRNG(t)
 	rows, o, n := 64, 200, 256
 	wf := tensor.FromFloat32("w", tensor.BF16, []int{o, n}, randVec(rng, o*n, 0.1))
