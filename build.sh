@@ -31,6 +31,20 @@ test)
 		GOOS=${target%/*} GOARCH=${target#*/} go build -o /dev/null ./...
 	done
 	go test -count=1 -timeout 30m "$@" ./...
+
+	# --- arm64 kernels (cpu's SDOT int8 tile) under qemu-user, on Linux
+	# hosts that are not arm64 themselves. The test binary is dynamically
+	# linked (purego), so qemu needs an aarch64 loader: Debian's qemu-user
+	# and libc6-arm64-cross.
+	if [ "$(go env GOHOSTOS)" = linux ] && [ "$(go env GOHOSTARCH)" != arm64 ]; then
+		arm64_root=/usr/aarch64-linux-gnu
+		if ! command -v qemu-aarch64 >/dev/null || [ ! -e "$arm64_root/lib/ld-linux-aarch64.so.1" ]; then
+			echo "build.sh test: the arm64 tests need qemu-aarch64 and $arm64_root (apt-get install qemu-user libc6-arm64-cross)" >&2
+			exit 1
+		fi
+		GOARCH=arm64 QEMU_CPU=max QEMU_LD_PREFIX=$arm64_root go test -count=1 -timeout 30m -exec qemu-aarch64 "$@" ./cpu
+	fi
+	# --- end of the arm64 block
 	;;
 app)
 	exec ./build-app.sh "$@"

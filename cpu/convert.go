@@ -10,7 +10,7 @@ import (
 
 // convertTile widens columns [c0, c1) of rows [r0, r1) of w into dst,
 // row-major with c1−c0 columns: the tile a MatMul multiplies. It handles
-// every stored form (F32, BF16, F16 and MLX affine-quantised U32, where c0
+// every stored form (F32, BF16, F16, int8 and MLX affine-quantised U32, where c0
 // and c1 are multiples of the group size unless c1 is the row's end) and
 // agrees exactly with tensor.Weight.Row. A new quantised format only needs
 // a case here.
@@ -20,6 +20,17 @@ func convertTile(w *tensor.Weight, r0, r1, c0, c1 int, dst []float32) {
 	if w.Quant != nil {
 		for r := r0; r < r1; r++ {
 			dequantRow(w, r, c0, c1, dst[(r-r0)*n:(r-r0+1)*n])
+		}
+		return
+	}
+	if w.DType == tensor.I8 {
+		for r := r0; r < r1; r++ {
+			s := w.Int8.Scales[r]
+			src := w.Data[r*rb+c0 : r*rb+c1]
+			d := dst[(r-r0)*n : (r-r0+1)*n]
+			for c, v := range src {
+				d[c] = s * float32(int8(v))
+			}
 		}
 		return
 	}

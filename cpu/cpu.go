@@ -11,6 +11,11 @@
 // copy of a whole matrix ever exists and the conversion overlaps the other
 // workers' sgemm. OpenBLAS is set to one thread for this.
 //
+// MatMul over an int8 weight (tensor.I8) runs the W8A8 product of int8.go
+// instead: activation rows quantised per row, int32 dot products in an
+// AVX-512 VNNI, AVX2, arm64 SDOT or portable kernel chosen from CPUID (or
+// STARTLUX_INT8_KERNEL), then the float32 rescale; Int8Kernel names it.
+//
 // The gated delta rule runs in its recurrent form on amd64 with AVX2 (a
 // vector loop makes one pass over a head's state per position: for these
 // models' heads less arithmetic than the chunked form, and no sgemm calls),
@@ -48,6 +53,11 @@ type Options struct {
 	Threads int
 	// NoBLAS forces the pure-Go GEMM even where a system BLAS is found.
 	NoBLAS bool
+	// Int8Kernel names the kernel of MatMul over int8 weights, as the
+	// STARTLUX_INT8_KERNEL environment variable does ("avx512vnni", "avx2",
+	// "sdot", "go"); empty means that variable, and where it is unset too,
+	// the best kernel this CPU runs (see int8.go).
+	Int8Kernel string
 }
 
 // Backend is the CPU implementation of [tensor.Backend].
@@ -68,6 +78,12 @@ type Backend struct {
 	// recurrent one could run (tests set it to compare the two).
 	chunkedDelta bool
 
+	// int8 is the kernel of MatMul over int8 weights.
+	int8 *int8Kernel
+	// int8Scratch holds *int8Scratch (a call's quantised activations),
+	// int8Tasks *int8Task (a worker's accumulators); reused across calls.
+	int8Scratch, int8Tasks sync.Pool
+
 	// scratch holds per-worker buffers, reused across calls; a forward pass
 	// uses the backend from one goroutine at a time (tensor.Backend's rule),
 	// so the sync.Pool only sees the workers of one operation.
@@ -85,12 +101,19 @@ const maxBLASCallers = 64
 
 // New returns a CPU backend. It loads the system BLAS unless opts.NoBLAS is
 // set; failing to find one is not an error (the backend then names itself
-// "cpu-go").
+// "cpu-go"). An int8 kernel choice (opts.Int8Kernel or STARTLUX_INT8_KERNEL)
+// that is unknown or that this CPU cannot run is an error naming the choices.
 func New(opts Options) (*Backend, error) {
 	if opts.Threads < 0 {
 		return nil, fmt.Errorf("cpu: negative thread count %d", opts.Threads)
 	}
 	b := &Backend{threads: opts.Threads, tileRows: defaultTileRows, tileCols: defaultTileCols, foldPrefix: foldPrefix}
+	choice, from := int8Choice(opts)
+	k, err := chooseInt8(choice)
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %s: %w", from, err)
+	}
+	b.int8 = k
 	if b.threads == 0 {
 		b.threads = runtime.GOMAXPROCS(0)
 	}

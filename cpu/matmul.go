@@ -32,7 +32,8 @@ func rowTiles(o, workers, tileRows int) (nt, tiles int) {
 	return nt, (o + nt - 1) / nt
 }
 
-// MatMul computes out[rows, O] = x[rows, I] · wᵀ. The weight is widened to
+// MatMul computes out[rows, O] = x[rows, I] · wᵀ. An int8 weight runs the
+// W8A8 product of int8.go. Any other weight is widened to
 // float32 a tile at a time into per-worker scratch and multiplied with
 // sgemm, accumulating over column blocks; tiles of rows are spread over the
 // workers. Float32 weights are used in place when aligned.
@@ -44,6 +45,10 @@ func (b *Backend) MatMul(out, x tensor.Tensor, w *tensor.Weight, rows int) {
 	}
 	if in == 0 {
 		clear(od)
+		return
+	}
+	if w.DType == tensor.I8 {
+		b.matMulInt8(od, xd, w, rows, o, in)
 		return
 	}
 	direct := f32View(w)

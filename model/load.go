@@ -290,11 +290,7 @@ func (m *Model) Embedding() *tensor.Weight { return m.embed }
 func (m *Model) WeightBytes() int64 {
 	var n int64
 	for _, ref := range m.weights() {
-		w := *ref.w
-		n += int64(len(w.Data))
-		if w.Quant != nil {
-			n += int64(len(w.Quant.Scales.Data) + len(w.Quant.Biases.Data))
-		}
+		n += (*ref.w).Bytes()
 	}
 	return n
 }

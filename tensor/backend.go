@@ -170,3 +170,12 @@ type WarmUpper interface {
 type RegionMapper interface {
 	MapRegion(data []byte) error
 }
+
+// Int8Backend is implemented by backends that can run MatMul over int8
+// weights (see QuantizeInt8 and the arithmetic in int8.go).
+type Int8Backend interface {
+	// Int8Kernel returns the name of the kernel that runs int8 products
+	// (for status, e.g. "avx2"), or an error saying why int8 is
+	// unavailable on this backend.
+	Int8Kernel() (string, error)
+}

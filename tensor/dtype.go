@@ -18,10 +18,11 @@ const (
 	I32
 	I64
 	U8
+	I8 // int8 weights with per-channel scales (see Int8)
 )
 
-var dtypeNames = [...]string{Invalid: "invalid", F32: "F32", BF16: "BF16", F16: "F16", U32: "U32", I32: "I32", I64: "I64", U8: "U8"}
-var dtypeSizes = [...]int{Invalid: 0, F32: 4, BF16: 2, F16: 2, U32: 4, I32: 4, I64: 8, U8: 1}
+var dtypeNames = [...]string{Invalid: "invalid", F32: "F32", BF16: "BF16", F16: "F16", U32: "U32", I32: "I32", I64: "I64", U8: "U8", I8: "I8"}
+var dtypeSizes = [...]int{Invalid: 0, F32: 4, BF16: 2, F16: 2, U32: 4, I32: 4, I64: 8, U8: 1, I8: 1}
 
 // String returns the safetensors spelling of d ("F32", "BF16", ...).
 func (d DType) String() string {

@@ -12,6 +12,9 @@ import (
 // A quantised weight (Quant != nil) has DType U32 and Data holding each row's
 // packed little-endian bit stream; Shape is still the logical [out, in].
 //
+// An int8 weight (DType I8) has Data holding the [out, in] int8 values
+// row-major and Int8 their per-channel scales (see Int8 and QuantizeInt8).
+//
 // Data is usually a slice of an mmap'd file; it must not be written.
 type Weight struct {
 	Name  string
@@ -19,6 +22,7 @@ type Weight struct {
 	Shape []int
 	Data  []byte
 	Quant *Quant
+	Int8  *Int8
 
 	// Handle is free for the backend that uses this weight to cache its own
 	// form of it (for example a GPU buffer wrapping Data). The model never
@@ -78,8 +82,28 @@ func (w *Weight) RowBytes() int {
 	return w.Cols() * w.DType.Size()
 }
 
-// Validate checks that Data, Shape, DType and Quant agree.
+// Bytes returns the bytes the weight keeps: its data plus, when quantised,
+// its scales and biases, or its int8 channel scales and sums. It is what a
+// weight adds to a model's resident weight bytes.
+func (w *Weight) Bytes() int64 {
+	n := int64(len(w.Data))
+	if q := w.Quant; q != nil {
+		n += q.Scales.Bytes() + q.Biases.Bytes()
+	}
+	if q := w.Int8; q != nil {
+		n += 4*int64(len(q.Scales)) + 4*int64(len(q.Sums))
+	}
+	return n
+}
+
+// Validate checks that Data, Shape, DType and Quant (or Int8) agree.
 func (w *Weight) Validate() error {
+	if w.DType == I8 || w.Int8 != nil {
+		if w.DType != I8 {
+			return fmt.Errorf("%s: int8 channel scales on a %s weight", w.Name, w.DType)
+		}
+		return w.validateInt8()
+	}
 	if w.Quant != nil {
 		q := w.Quant
 		switch q.Bits {
@@ -144,6 +168,13 @@ func (w *Weight) Row(i int, dst []float32) {
 		}
 		return
 	}
+	if w.DType == I8 {
+		s := w.Int8.Scales[i]
+		for c, v := range int8View(src) {
+			dst[c] = s * float32(v)
+		}
+		return
+	}
 	ConvertRow(dst, src, w.DType)
 }
 
@@ -185,7 +216,7 @@ func Unpack(row []byte, bits, c int) uint32 {
 // small tensors such as norms; never call it on a large matrix in a hot path).
 func (w *Weight) Float32s() []float32 {
 	out := make([]float32, w.Elems())
-	if w.Quant != nil {
+	if w.Quant != nil || w.DType == I8 {
 		n := w.Cols()
 		for i := range w.Rows() {
 			w.Row(i, out[i*n:(i+1)*n])
@@ -198,7 +229,8 @@ func (w *Weight) Float32s() []float32 {
 
 // SelectRows returns a new weight holding only the given rows of w, in that
 // order and in w's stored form (packed, with matching scales and biases, when
-// quantised). It is how the letter rows of an LM head are taken.
+// quantised, or int8 with matching scales and sums). It is how the letter
+// rows of an LM head are taken.
 func (w *Weight) SelectRows(name string, rows []int) *Weight {
 	rb := w.RowBytes()
 	data := make([]byte, 0, rb*len(rows))
@@ -212,6 +244,12 @@ func (w *Weight) SelectRows(name string, rows []int) *Weight {
 			Group:  w.Quant.Group,
 			Scales: w.Quant.Scales.SelectRows(name+".scales", rows),
 			Biases: w.Quant.Biases.SelectRows(name+".biases", rows),
+		}
+	}
+	if q := w.Int8; q != nil {
+		out.Int8 = &Int8{Scales: make([]float32, len(rows)), Sums: make([]int32, len(rows))}
+		for i, r := range rows {
+			out.Int8.Scales[i], out.Int8.Sums[i] = q.Scales[r], q.Sums[r]
 		}
 	}
 	return out
