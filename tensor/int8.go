@@ -3,6 +3,8 @@ package tensor
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sync"
 	"unsafe"
 )
 
@@ -126,7 +128,8 @@ func Int8Output(acc int32, rowScale, chanScale float32) float32 {
 // F16 or MLX affine-quantised (each group is dequantised by Weight.Row, then
 // the row is requantised per channel); it must be a matrix [O, I] with
 // I ≤ MaxInt8Cols. An int8 weight is returned as it is. The conversion
-// widens one row at a time, so no float32 copy of the matrix exists; the
+// runs blocks of rows on up to GOMAXPROCS goroutines, each widening one row
+// at a time, so no float32 copy of the matrix exists; the
 // result does not refer to w's bytes, which may be unmapped afterwards. The
 // name is kept.
 //
@@ -148,16 +151,36 @@ func QuantizeInt8(w *Weight) (*Weight, error) {
 	}
 	data := make([]byte, o*n)
 	q := &Int8{Scales: make([]float32, o), Sums: make([]int32, o)}
-	row := make([]float32, n)
-	for r := range o {
-		w.Row(r, row)
-		dst := int8View(data[r*n : (r+1)*n])
-		s, ok := QuantizeInt8Vec(dst, row)
-		if !ok {
+	// Blocks of rows on up to GOMAXPROCS goroutines, each widening one row
+	// at a time; bad[p] is the first bad row of block p, or −1.
+	parts := max(1, min(runtime.GOMAXPROCS(0), o*n/(1<<16), o))
+	step := (o + parts - 1) / parts
+	bad := make([]int, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bad[p] = -1
+			row := make([]float32, n)
+			for r := p * step; r < min(o, (p+1)*step); r++ {
+				w.Row(r, row)
+				dst := int8View(data[r*n : (r+1)*n])
+				s, ok := QuantizeInt8Vec(dst, row)
+				if !ok {
+					bad[p] = r
+					return
+				}
+				q.Scales[r] = s
+				q.Sums[r] = sumInt8(dst)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, r := range bad {
+		if r >= 0 {
 			return nil, fmt.Errorf("int8: %s: row %d holds a NaN or an infinity", w.Name, r)
 		}
-		q.Scales[r] = s
-		q.Sums[r] = sumInt8(dst)
 	}
 	return &Weight{Name: w.Name, DType: I8, Shape: []int{o, n}, Data: data, Int8: q}, nil
 }
