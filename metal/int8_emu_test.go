@@ -189,9 +189,9 @@ func TestInt8Accumulators(t *testing.T) {
 			for i := range be.drv.host(acc) {
 				be.drv.host(acc)[i] = 0xa5
 			}
-			tm := 32
-			if sh.rows > 32 {
-				tm = 64
+			tm := i8TileSmall
+			if sh.rows > i8TileSmall {
+				tm = i8TileLarge
 			}
 			h := be.handle(w)
 			be.run("t_i8_acc", [3]int{ceilDiv(sh.o, i8TileN), ceilDiv(sh.rows, tm), 1}, [3]int{i8Threads, 1, 1},
