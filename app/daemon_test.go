@@ -93,7 +93,7 @@ func TestControllerWithRealDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	copyCheckpoint(t, filepath.Join(models, "other"))
-	sock := filepath.Join(dir, "s.sock")
+	sock := filepath.Join(dir, "run", "s.sock") // the daemon makes run/ 0700
 
 	sys := &XDGSystem{DaemonPath: bin, DaemonArgs: []string{"--socket", sock}, ConfigHome: filepath.Join(dir, "config"), LogFile: filepath.Join(dir, "daemon.log")}
 	defer sys.Stop()

@@ -25,7 +25,7 @@ func startDaemon(t *testing.T, opts Options) string {
 // checks that shutdown removes the socket.
 func startRun(t *testing.T, o RunOptions) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "d.sock")
+	path := filepath.Join(t.TempDir(), "run", "d.sock") // Listen makes run/ 0700
 	ctx, cancel := context.WithCancel(context.Background())
 	listening := make(chan struct{})
 	done := make(chan error, 1)
@@ -446,7 +446,7 @@ func TestOverloaded(t *testing.T) {
 func TestShutdownAnswersQueued(t *testing.T) {
 	fl := newFakeLoader()
 	eng := fl.engine("")
-	path := filepath.Join(t.TempDir(), "d.sock")
+	path := filepath.Join(t.TempDir(), "run", "d.sock") // Listen makes run/ 0700
 	ctx, cancel := context.WithCancel(context.Background())
 	listening := make(chan struct{})
 	done := make(chan error, 1)

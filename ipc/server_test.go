@@ -56,7 +56,7 @@ func (h *testHandler) ServeIPC(ctx context.Context, req *Request) (any, error) {
 // startServer listens on a fresh socket and serves h; it returns the path.
 func startServer(t *testing.T, h Handler, opts ServerOptions) (*Server, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "s.sock")
+	path := filepath.Join(privateDir(t), "s.sock")
 	l, err := Listen(path)
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +309,7 @@ func TestPeerRefused(t *testing.T) {
 }
 
 func TestShutdownFinishesInFlight(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s.sock")
+	path := filepath.Join(privateDir(t), "s.sock")
 	l, err := Listen(path)
 	if err != nil {
 		t.Fatal(err)
