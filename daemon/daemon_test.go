@@ -325,6 +325,18 @@ func TestLoadFailure(t *testing.T) {
 	if st.State != StateReady || st.Model.Name != "demo-decision" || st.Error == "" {
 		t.Errorf("status after a failed switch: %+v", st)
 	}
+	// So does a load that panics: the daemon survives it, and says so.
+	fl.panicOn = bad
+	if err := c.Call(ctx, MethodLoad, LoadParams{Model: bad}, nil); ipc.ErrorCode(err) != ipc.CodeModelLoadFailed || !strings.Contains(err.Error(), "the loader panicked: the fake loader fell over") {
+		t.Fatalf("panicking switch: %v", err)
+	}
+	if err := c.Call(ctx, MethodDecide, params(t, request(3)), &resp); err != nil {
+		t.Fatalf("decide after a panicking switch: %v", err)
+	}
+	c.Call(ctx, MethodStatus, nil, &st)
+	if st.State != StateReady || st.Model.Name != "demo-decision" || !strings.Contains(st.Error, "panicked") {
+		t.Errorf("status after a panicking switch: %+v", st)
+	}
 }
 
 // TestConcurrentClientsAndSwitch: 16 clients send requests at once while

@@ -3,10 +3,13 @@ package daemon
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -311,4 +314,89 @@ func sameAnswers(got, want *decide.Response, tol float64) error {
 		}
 	}
 	return nil
+}
+
+// copyDemo copies the demo checkpoint to a new directory, letting edit
+// change its config.json (as a map) and its weights file's bytes.
+func copyDemo(t *testing.T, edit func(cfg map[string]any, weights []byte)) string {
+	t.Helper()
+	src := filepath.Join("..", "testdata", "demo-decision")
+	dst := filepath.Join(t.TempDir(), "ckpt")
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch e.Name() {
+		case "config.json":
+			var cfg map[string]any
+			if err := json.Unmarshal(data, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			edit(cfg, nil)
+			if data, err = json.Marshal(cfg); err != nil {
+				t.Fatal(err)
+			}
+		case "model.safetensors":
+			edit(nil, data)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// TestEndToEndBadCheckpoints switches the real daemon to checkpoints that
+// must not load (among them configs that claimed so many layers that they
+// took a daemon down with "runtime: out of memory"): each load fails with
+// model_load_failed saying why, and the demo model goes on answering.
+func TestEndToEndBadCheckpoints(t *testing.T) {
+	cases := loadGoldens(t)
+	path := startDemoDaemon(t)
+	c := dial(t, path)
+	ctx := context.Background()
+	layers := func(n float64) func(cfg map[string]any, _ []byte) {
+		return func(cfg map[string]any, _ []byte) {
+			if cfg != nil {
+				cfg["num_hidden_layers"] = n
+				delete(cfg, "layer_types")
+			}
+		}
+	}
+	for _, bc := range []struct {
+		name string
+		dir  string
+		want string
+	}{
+		{"a billion layers", copyDemo(t, layers(1e9)), "num_hidden_layers: is 1000000000, more than the 1024 this engine takes"},
+		{"ten million layers", copyDemo(t, layers(1e7)), "num_hidden_layers: is 10000000, more than the 1024 this engine takes"},
+		{"more layers than stored", copyDemo(t, layers(1000)), "num_hidden_layers is 1000, but the checkpoint's tensors hold 6 layers"},
+	} {
+		err := c.Call(ctx, MethodLoad, LoadParams{Model: bc.dir}, nil)
+		if ipc.ErrorCode(err) != ipc.CodeModelLoadFailed || !strings.Contains(err.Error(), bc.want) {
+			t.Errorf("%s: load: %v, want model_load_failed saying %q", bc.name, err, bc.want)
+		}
+		var st Status
+		if err := c.Call(ctx, MethodStatus, nil, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.State != StateReady || st.Model.Path != DemoPath || !strings.Contains(st.Error, bc.want) {
+			t.Errorf("%s: status after the failed load: %+v", bc.name, st)
+		}
+		var resp decide.Response
+		if err := c.Call(ctx, MethodDecide, params(t, string(cases[0].Request)), &resp); err != nil {
+			t.Fatalf("%s: decide after the failed load: %v", bc.name, err)
+		}
+		if err := checkGolden(&resp, &cases[0], 1e-4); err != nil {
+			t.Errorf("%s: after the failed load: %v", bc.name, err)
+		}
+	}
 }

@@ -118,6 +118,7 @@ type fakeLoader struct {
 	delay    time.Duration
 	loadGate chan struct{}
 	fail     string
+	panicOn  string // a directory whose load panics
 }
 
 func newFakeLoader() *fakeLoader {
@@ -175,6 +176,9 @@ func (l *fakeLoader) load(ctx context.Context, dir string, progress func(done, t
 		case <-ctx.Done():
 			return nil, ModelStatus{}, ctx.Err()
 		}
+	}
+	if dir == l.panicOn && dir != "" {
+		panic("the fake loader fell over")
 	}
 	if dir == l.fail && dir != "" {
 		return nil, ModelStatus{}, errors.New("no such checkpoint")

@@ -22,16 +22,11 @@ func (d *Daemon) load(dir string) error {
 	defer d.loadMu.Unlock()
 
 	d.setProgress(&LoadProgress{Model: dir, Phase: StateLoading}, StateLoading)
-	eng, info, err := d.opts.Load(d.ctx, dir, func(done, total int64) {
-		d.mu.Lock()
-		if d.progress != nil {
-			d.progress.Done, d.progress.Total = done, total
-			p := *d.progress
-			d.mu.Unlock()
-			d.report(p)
-			return
-		}
-		d.mu.Unlock()
+	var eng Engine
+	var info ModelStatus
+	err := safely("the loader", func() (err error) {
+		eng, info, err = d.opts.Load(d.ctx, dir, d.progressFunc())
+		return err
 	})
 	if err == nil && d.ctx.Err() != nil {
 		eng.Close()
@@ -42,7 +37,7 @@ func (d *Daemon) load(dir string) error {
 	}
 	d.setProgress(&LoadProgress{Model: dir, Phase: StateWarming}, StateWarming)
 	if !d.opts.NoWarmup {
-		if werr := warmUp(d.ctx, eng); werr != nil {
+		if werr := safely("warm-up", func() error { return warmUp(d.ctx, eng) }); werr != nil {
 			eng.Close()
 			return d.loadFailed(dir, fmt.Errorf("warm-up: %w", werr))
 		}
@@ -72,6 +67,33 @@ func (d *Daemon) load(dir string) error {
 	d.report(LoadProgress{Model: dir, Phase: StateReady})
 	d.opts.Logger.Info("model ready", "name", info.Name, "path", info.Path, "backend", info.Backend)
 	return nil
+}
+
+// progressFunc returns the load's progress callback: it records bytes read
+// and passes them on to the Progress option.
+func (d *Daemon) progressFunc() func(done, total int64) {
+	return func(done, total int64) {
+		d.mu.Lock()
+		if d.progress != nil {
+			d.progress.Done, d.progress.Total = done, total
+			p := *d.progress
+			d.mu.Unlock()
+			d.report(p)
+			return
+		}
+		d.mu.Unlock()
+	}
+}
+
+// safely runs f, turning a panic into an error naming what panicked: a
+// load that fails in any way leaves the model in service serving.
+func safely(what string, f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%s panicked: %v", what, p)
+		}
+	}()
+	return f()
 }
 
 // setProgress records a load phase; the daemon's state follows it only

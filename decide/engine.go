@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -74,7 +75,9 @@ type Engine struct {
 // answer the same requests with the same responses.
 func Open(dir string, be tensor.Backend, opts Options) (*Engine, error) {
 	src := ckptSource{
-		read: func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, filepath.FromSlash(name))) },
+		read: func(name string) ([]byte, error) {
+			return readCheckpointFile(filepath.Join(dir, filepath.FromSlash(name)))
+		},
 		load: func(sub string, lo model.LoadOptions) (*model.Model, error) {
 			return model.Load(filepath.Join(dir, filepath.FromSlash(sub)), be, lo)
 		},
@@ -121,6 +124,28 @@ func OpenFS(fsys fs.FS, name string, be tensor.Backend, opts Options) (*Engine, 
 		return nil, fmt.Errorf("open %s: %w", name, err)
 	}
 	return e, nil
+}
+
+// maxReadFile bounds the checkpoint files the engine reads whole (the
+// decision config, tokenizer.json, a pointer head): a real tokenizer.json is
+// about 11 MB.
+const maxReadFile = 256 << 20
+
+// readCheckpointFile reads a file whole, refusing one over maxReadFile before reading.
+func readCheckpointFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > maxReadFile {
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d a checkpoint's %s may have", path, st.Size(), maxReadFile, filepath.Base(path))
+	}
+	return io.ReadAll(io.LimitReader(f, maxReadFile+1))
 }
 
 // ckptSource reads a checkpoint's files; paths are slash-separated and

@@ -448,7 +448,7 @@ func (pe *pointerEngine) logits(h []float32, n, H int) []float32 {
 // family: a decision_config.json with the model's config.json beside it
 // (jevfmt/1) or in its base directory (pointer/1).
 func IsCheckpoint(dir string) bool {
-	data, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	data, err := readCheckpointFile(filepath.Join(dir, ConfigFile))
 	if err != nil {
 		return false
 	}
