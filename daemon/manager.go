@@ -182,8 +182,12 @@ func warmUp(ctx context.Context, eng Engine) error {
 	// to refuse the model. Any other failure is.
 	failed := func(err error) bool { return err != nil && !decide.IsBadRequest(err) }
 	for i, r := range reqs {
-		if _, errs := eng.DecideBatch(ctx, []*decide.Request{r}); len(errs) != 1 || failed(errs[0]) {
-			return fmt.Errorf("warm-up request %d: %v", i, errs)
+		_, errs := eng.DecideBatch(ctx, []*decide.Request{r})
+		if len(errs) != 1 {
+			return fmt.Errorf("warm-up request %d: %d results for one request", i, len(errs))
+		}
+		if failed(errs[0]) {
+			return fmt.Errorf("warm-up request %d: %w", i, errs[0])
 		}
 	}
 	_, errs := eng.DecideBatch(ctx, reqs)

@@ -18,6 +18,9 @@ type jobBase struct {
 	held   []*snapshot  // references to release at the end
 	tokens int
 	done   time.Time
+	// bad is set, the first time, when a question's model outputs are not
+	// finite; the request then fails with it.
+	bad *NonFiniteError
 }
 
 func (b *jobBase) base() *jobBase { return b }
@@ -72,12 +75,20 @@ func runBatch[J batchJob](ctx context.Context, e *Engine, reqs []*Request, f fam
 	}
 	for i, j := range jobs {
 		b := j.base()
+		if b.err == nil && b.bad != nil {
+			b.err = b.bad
+		}
 		if b.err != nil {
 			errs[i] = b.err
 			continue
 		}
+		as := j.answers()
+		if err := checkAnswers(as); err != nil {
+			errs[i] = err
+			continue
+		}
 		resps[i] = &Response{
-			Answers:      j.answers(),
+			Answers:      as,
 			Tokens:       b.tokens,
 			CachedTokens: cachedPositions(b.cands),
 			ElapsedMS:    float64(b.done.Sub(start).Microseconds()) / 1000,

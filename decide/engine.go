@@ -533,6 +533,7 @@ func (e *Engine) runTasks(ctx context.Context, tasks []task) error {
 			e.trace(t.j.req, t.qj.q, full, out)
 		}
 		n := len(t.qj.rank.groups[t.g])
+		t.j.checkLogits(t.qj.q, out[:n])
 		t.qj.probs[t.g] = softmaxT(out[:n], t.qj.T)
 		t.qj.pending--
 		if t.qj.pending == 0 {

@@ -406,6 +406,7 @@ func (e *Engine) runBranches(ctx context.Context, jobs []*pjob) error {
 		if e.ptr.trace != nil {
 			e.ptr.trace(t.j.req, pq.q, t.j.state, pq.branch, pq.decide, pq.pos, z)
 		}
+		t.j.checkLogits(pq.q, z)
 		pq.probs = softmaxT(z, 1)
 		t.j.tokens += len(t.row.IDs)
 		t.j.left--
