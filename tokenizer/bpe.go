@@ -113,6 +113,9 @@ type bpeModel struct {
 	ignoreMerges bool
 	byteVocab    map[string]int32
 
+	// maxTokenBytes is the most bytes one token covers (0: unbounded).
+	maxTokenBytes int
+
 	cache   wordCache
 	scratch sync.Pool // *largeScratch
 }
