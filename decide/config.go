@@ -84,7 +84,15 @@ func (c *Config) check() error {
 
 // Encoder is the part of a tokenizer the decision layer uses.
 type Encoder interface {
+	// Encode returns the token ids of s.
 	Encode(s string) []int32
+	// EncodeLimit returns the ids of s when it has at most max tokens, and
+	// a *tokenizer.LimitError otherwise, tokenising little more than max
+	// tokens' worth of s (*tokenizer.Tokenizer's method).
+	EncodeLimit(s string, max int) ([]int32, error)
+	// MaxTokenBytes returns the most bytes of text one token covers (0:
+	// unbounded).
+	MaxTokenBytes() int
 }
 
 // checkLetters checks that every letter tokenises to exactly one token, the
