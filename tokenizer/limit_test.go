@@ -89,3 +89,24 @@ func TestEncodeLimitBoundsWork(t *testing.T) {
 		}
 	}
 }
+
+// TestLongWordCache: words past the word cache, repeated and interleaved,
+// tokenise as they do the first time (the long-word cache is a ring of four).
+func TestLongWordCache(t *testing.T) {
+	tok := qwen3Tokenizer(t)
+	var ws []string
+	for i := range 6 {
+		ws = append(ws, strings.Repeat(string(rune('a'+i)), 300+i*1000)+strings.Repeat("xyz", 100*i))
+	}
+	first := make([][]int32, len(ws))
+	for i, w := range ws {
+		first[i] = tok.Encode(w)
+	}
+	for round := range 3 {
+		for i := len(ws) - 1; i >= 0; i-- {
+			if got := tok.Encode(ws[i]); !slices.Equal(got, first[i]) {
+				t.Fatalf("round %d, word %d: %v, the first time %v", round, i, got, first[i])
+			}
+		}
+	}
+}
