@@ -540,3 +540,45 @@ func TestBatchesGather(t *testing.T) {
 		t.Errorf("mean batch %.1f requests over %d batches, want at least %d (sizes %v)", mean, len(e.batches), clients/2, e.batches)
 	}
 }
+
+// TestLoadParams: load needs a model named, and a directory given as an
+// absolute path (the daemon's working directory is not the client's).
+func TestLoadParams(t *testing.T) {
+	fl := newFakeLoader()
+	dir := t.TempDir()
+	ckpt := filepath.Join(dir, "ckpt")
+	os.Mkdir(ckpt, 0o755)
+	for _, f := range []string{"config.json", "decision_config.json"} {
+		os.WriteFile(filepath.Join(ckpt, f), []byte("{}"), 0o644)
+	}
+	path := startDaemon(t, Options{Load: fl.load, NoWarmup: true, ModelsDir: dir})
+	c := dial(t, path)
+	ctx := context.Background()
+	var st Status
+	waitFor(t, func() bool { c.Call(ctx, MethodStatus, nil, &st); return st.State == StateReady })
+	t.Chdir(dir)
+	for _, tc := range []struct {
+		name   string
+		params any
+		want   string // "" = loads
+	}{
+		{"no params", nil, "none given"},
+		{"no model", map[string]any{}, "none given"},
+		{"a relative directory", map[string]any{"model": "./ckpt"}, `"./ckpt" is a relative path`},
+		{"the working directory", map[string]any{"model": "."}, `"." is a relative path`},
+		{"an absolute directory", map[string]any{"model": ckpt}, ""},
+		{"a name", map[string]any{"model": "ckpt"}, ""},
+		{"the demo", map[string]any{"model": "demo"}, ""},
+	} {
+		err := c.Call(ctx, MethodLoad, tc.params, &st)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (ipc.ErrorCode(err) != ipc.CodeInvalidParams || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want invalid_params saying %q", tc.name, err, tc.want)
+		}
+	}
+	if st.Model.Path != "" {
+		t.Errorf("after loading the demo: %+v", st.Model)
+	}
+}

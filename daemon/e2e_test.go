@@ -272,7 +272,11 @@ func TestEndToEndLoad(t *testing.T) {
 	// Switch to the same checkpoint read from disk while the load runs.
 	progress.Wait()
 	var st Status
-	if err := ctl.Call(ctx, MethodLoad, LoadParams{Model: filepath.Join("..", "testdata", "demo-decision")}, &st); err != nil {
+	demoDir, err := filepath.Abs(filepath.Join("..", "testdata", "demo-decision"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ctl.Call(ctx, MethodLoad, LoadParams{Model: demoDir}, &st); err != nil {
 		t.Fatalf("switch under load: %v", err)
 	}
 	if st.Model.Path == DemoPath {

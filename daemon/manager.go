@@ -53,6 +53,7 @@ func (d *Daemon) load(dir string) error {
 	old := d.cur
 	d.cur = &loaded{eng: eng, info: info, src: dir}
 	d.state, d.loadErr, d.progress = StateReady, "", nil
+	d.changedLocked()
 	closeOld := old != nil && old.refs == 0
 	if old != nil {
 		old.retired = true
@@ -101,8 +102,9 @@ func safely(what string, f func() error) (err error) {
 func (d *Daemon) setProgress(p *LoadProgress, state string) {
 	d.mu.Lock()
 	d.progress = p
-	if d.cur == nil {
+	if d.cur == nil && d.state != state {
 		d.state = state
+		d.changedLocked()
 	}
 	cp := *p
 	d.mu.Unlock()
@@ -127,6 +129,7 @@ func (d *Daemon) loadFailed(dir string, err error) error {
 	d.loadErr = fmt.Sprintf("load %s: %v", what, err)
 	if d.cur == nil {
 		d.state = StateFailed
+		d.changedLocked()
 	}
 	d.mu.Unlock()
 	d.nudge() // queued decisions fail now if there is no model at all
@@ -135,14 +138,6 @@ func (d *Daemon) loadFailed(dir string, err error) error {
 		return ipc.Errorf(ipc.CodeShuttingDown, "load %s: %v", what, err)
 	}
 	return ipc.Errorf(ipc.CodeModelLoadFailed, "load %s: %v", what, err)
-}
-
-// acquire returns the model in service with a reference held, or nil.
-func (d *Daemon) acquireLocked() *loaded {
-	if d.cur != nil {
-		d.cur.refs++
-	}
-	return d.cur
 }
 
 // release drops a reference; a retired model is closed with its last one.
@@ -181,16 +176,41 @@ func warmUp(ctx context.Context, eng Engine) error {
 	// A model may refuse a shape (rows too long for it): that is no reason
 	// to refuse the model. Any other failure is.
 	failed := func(err error) bool { return err != nil && !decide.IsBadRequest(err) }
+	run := func(rs []*decide.Request) ([]error, error) {
+		var preps []Job
+		errs := make([]error, len(rs))
+		var at []int
+		for i, r := range rs {
+			p, err := eng.Prepare(r)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			preps = append(preps, p)
+			at = append(at, i)
+		}
+		_, rerrs := eng.Run(ctx, preps, nil)
+		if len(rerrs) != len(preps) {
+			return nil, fmt.Errorf("%d results for %d requests", len(rerrs), len(preps))
+		}
+		for k, i := range at {
+			errs[i] = rerrs[k]
+		}
+		return errs, nil
+	}
 	for i, r := range reqs {
-		_, errs := eng.DecideBatch(ctx, []*decide.Request{r})
-		if len(errs) != 1 {
-			return fmt.Errorf("warm-up request %d: %d results for one request", i, len(errs))
+		errs, err := run([]*decide.Request{r})
+		if err != nil {
+			return fmt.Errorf("warm-up request %d: %w", i, err)
 		}
 		if failed(errs[0]) {
 			return fmt.Errorf("warm-up request %d: %w", i, errs[0])
 		}
 	}
-	_, errs := eng.DecideBatch(ctx, reqs)
+	errs, err := run(reqs)
+	if err != nil {
+		return fmt.Errorf("warm-up batch: %w", err)
+	}
 	for i, err := range errs {
 		if failed(err) {
 			return fmt.Errorf("warm-up batch, request %d: %w", i, err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -41,6 +42,8 @@ func benchServe(ctx context.Context, env *cmdEnv, args []string) error {
 	maxBatch := fs.Int("max-batch", 0, "the daemon's --max-batch (0: its default)")
 	backend := backendFlag(fs)
 	rounds := fs.Int("rounds", 3, "rounds of measurement (medians are shown); in-process and one-client calls alternate request by request")
+	mixed := fs.Bool("mixed", false, "measure small requests' latency while another client sends maximal requests, against the same without (see benchServeMixed)")
+	passTokens := fs.Int("pass-tokens", 0, "the daemon's longest forward pass in tokens (0: its default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -49,41 +52,22 @@ func benchServe(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 
 	// The daemon, on a socket of its own.
-	tmp, err := os.MkdirTemp("", "startlux-bench-")
+	sock, stopDaemon, err := startBenchDaemon(ctx, *modelDir, *backend, *maxBatch, *passTokens)
 	if err != nil {
 		return fmt.Errorf("bench serve: %w", err)
 	}
-	defer os.RemoveAll(tmp)
-	sock := filepath.Join(tmp, "bench.sock")
-	dctx, stopDaemon := context.WithCancel(ctx)
 	defer stopDaemon()
-	listening := make(chan struct{})
-	ran := make(chan error, 1)
-	go func() {
-		ran <- daemon.Run(dctx, daemon.RunOptions{Socket: sock, Daemon: daemon.Options{
-			Load: daemon.DecideLoader(daemon.LoaderOptions{Backend: func() (tensor.Backend, error) { return openBackend(*backend) }}), Model: *modelDir, ModelsDir: tmp, MaxBatch: *maxBatch,
-		}, Listening: func(string) { close(listening) }})
-	}()
-	select {
-	case <-listening:
-	case err := <-ran:
-		return fmt.Errorf("bench serve: %w", err)
-	}
-	defer func() { stopDaemon(); <-ran }()
 	ctl, err := ipc.Dial(ctx, sock)
 	if err != nil {
 		return fmt.Errorf("bench serve: %w", err)
 	}
 	defer ctl.Close()
-	var st daemon.Status
-	for st.State != daemon.StateReady {
-		if err := ctl.Call(ctx, daemon.MethodStatus, nil, &st); err != nil {
-			return fmt.Errorf("bench serve: %w", err)
-		}
-		if st.State == daemon.StateFailed {
-			return fmt.Errorf("bench serve: %s", st.Error)
-		}
-		time.Sleep(20 * time.Millisecond)
+	st, err := waitReady(ctx, ctl)
+	if err != nil {
+		return fmt.Errorf("bench serve: %w", err)
+	}
+	if *mixed {
+		return benchServeMixed(ctx, env, mixedParams{sock: sock, ctl: ctl, status: st, modelDir: *modelDir, backend: *backend, requests: *n, rounds: *rounds})
 	}
 
 	// The same model in-process, on the same backend.
@@ -171,6 +155,48 @@ func benchServe(ctx context.Context, env *cmdEnv, args []string) error {
 		100*(o.mean-l.mean)/l.mean, o.mean-l.mean, 100*(o.p50-l.p50)/l.p50)
 	fmt.Fprintf(env.stdout, "  %d clients vs 1: %.2fx the throughput\n", *clients, m.throughput/o.throughput)
 	return nil
+}
+
+// startBenchDaemon runs a daemon on a socket in a private temporary
+// directory and returns the socket and a function that stops the daemon.
+func startBenchDaemon(ctx context.Context, modelDir, backend string, maxBatch, passTokens int) (string, func(), error) {
+	tmp, err := os.MkdirTemp("", "startlux-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	sock := filepath.Join(tmp, "bench.sock")
+	dctx, stop := context.WithCancel(ctx)
+	listening := make(chan struct{})
+	ran := make(chan error, 1)
+	go func() {
+		ran <- daemon.Run(dctx, daemon.RunOptions{Socket: sock, Daemon: daemon.Options{
+			Load:  daemon.DecideLoader(daemon.LoaderOptions{Backend: func() (tensor.Backend, error) { return openBackend(backend) }, PassTokens: passTokens}),
+			Model: modelDir, ModelsDir: tmp, MaxBatch: maxBatch,
+		}, Listening: func(string) { close(listening) }})
+	}()
+	select {
+	case <-listening:
+	case err := <-ran:
+		stop()
+		os.RemoveAll(tmp)
+		return "", nil, err
+	}
+	return sock, func() { stop(); <-ran; os.RemoveAll(tmp) }, nil
+}
+
+// waitReady polls the daemon's status until its model serves.
+func waitReady(ctx context.Context, c *ipc.Client) (daemon.Status, error) {
+	var st daemon.Status
+	for st.State != daemon.StateReady {
+		if err := c.Call(ctx, daemon.MethodStatus, nil, &st); err != nil {
+			return st, err
+		}
+		if st.State == daemon.StateFailed {
+			return st, errors.New(st.Error)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return st, nil
 }
 
 // benchResult is one measurement: requests per second and per-request

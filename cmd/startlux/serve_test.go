@@ -127,6 +127,23 @@ func TestServeAndClients(t *testing.T) {
 	if stripElapsed(t, local) != stripElapsed(t, out) {
 		t.Errorf("through the daemon:\n%s\nin-process:\n%s", out, local)
 	}
+	// --model takes what serve --model takes: a name in the models folder.
+	for _, m := range []string{"demo-copy", "demo"} {
+		named, err := runCmd(t, c.Request, "decide", "--model", m)
+		if err != nil {
+			t.Fatalf("decide --model %s: %v", m, err)
+		}
+		if stripElapsed(t, named) != stripElapsed(t, out) {
+			t.Errorf("decide --model %s:\n%s\nthrough the daemon:\n%s", m, named, out)
+		}
+	}
+	// Bad JSON is reported as --local reports it, naming where.
+	for _, args := range [][]string{{"decide", "--socket", sock}, {"decide", "--local"}} {
+		_, err := runCmd(t, []byte(`{"evidence": 1, "questions": {`), args...)
+		if err == nil || !strings.Contains(err.Error(), "questions: invalid JSON: expected a string key (byte 30)") || strings.Contains(err.Error(), "msgpack") {
+			t.Errorf("%v with bad JSON: %v", args, err)
+		}
+	}
 
 	// An integer beyond 64 bits cannot go through msgpack: refused before
 	// anything is sent, naming it (in-process it renders with every digit).
