@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/internal/testenv"
 	"github.com/startlux/startlux/ipc"
 )
 
@@ -81,9 +82,7 @@ func longRequest() map[string]any {
 // start, the menu's model and cache figures, a request moving the cache, a
 // model switch from the menu, a restart, and a stopped daemon.
 func TestControllerWithRealDaemon(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("the go command is not on PATH")
-	}
+	testenv.LookPath(t, "go", "the Go toolchain")
 	dir := t.TempDir()
 	bin := buildDaemon(t, dir)
 	data := filepath.Join(dir, "data")

@@ -2,12 +2,14 @@ package metal
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
 
 	"github.com/startlux/startlux/cpu"
+	"github.com/startlux/startlux/internal/testenv"
 	"github.com/startlux/startlux/tensor"
 )
 
@@ -31,6 +33,9 @@ var (
 func emulated(t *testing.T) tensor.Backend {
 	t.Helper()
 	emuOnce.Do(func() { emuBE, emuErr = NewEmulated(Options{}) })
+	if errors.Is(emuErr, ErrNoCompiler) {
+		testenv.Missing(t, "%v", emuErr)
+	}
 	if emuErr != nil {
 		t.Fatalf("emulated backend: %v", emuErr)
 	}

@@ -2,11 +2,13 @@ package metal_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/startlux/startlux/internal/goldens"
+	"github.com/startlux/startlux/internal/testenv"
 	"github.com/startlux/startlux/metal"
 	"github.com/startlux/startlux/model"
 )
@@ -46,6 +48,9 @@ func seq(n int) []int {
 func loadEmulated(t *testing.T, dir string) *model.Model {
 	t.Helper()
 	be, err := metal.NewEmulated(metal.Options{})
+	if errors.Is(err, metal.ErrNoCompiler) {
+		testenv.Missing(t, "%v", err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
