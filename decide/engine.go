@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -140,22 +138,9 @@ func OpenFS(fsys fs.FS, name string, be tensor.Backend, opts Options) (*Engine, 
 // about 11 MB.
 const maxReadFile = 256 << 20
 
-// readCheckpointFile reads a file whole, refusing one over maxReadFile before reading.
-func readCheckpointFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.Size() > maxReadFile {
-		return nil, fmt.Errorf("%s is %d bytes, more than the %d a checkpoint's %s may have", path, st.Size(), maxReadFile, filepath.Base(path))
-	}
-	return io.ReadAll(io.LimitReader(f, maxReadFile+1))
-}
+// readCheckpointFile reads a checkpoint file whole, refusing one over
+// maxReadFile before reading it.
+func readCheckpointFile(path string) ([]byte, error) { return model.ReadFileMax(path, maxReadFile) }
 
 // ckptSource reads a checkpoint's files; paths are slash-separated and
 // relative to the checkpoint directory ("." for itself).

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -32,7 +33,12 @@ const maxJSONFile = 16 << 20
 
 // readJSONFile reads a small file whole, refusing one over maxJSONFile
 // before reading it.
-func readJSONFile(path string) ([]byte, error) {
+func readJSONFile(path string) ([]byte, error) { return ReadFileMax(path, maxJSONFile) }
+
+// ReadFileMax reads a checkpoint file whole, refusing one of more than max
+// bytes before reading it (a checkpoint's JSON, tokenizer and head files are
+// read into memory; a damaged or hostile one must not take it all).
+func ReadFileMax(path string, max int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -42,10 +48,10 @@ func readJSONFile(path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st.Size() > maxJSONFile {
-		return nil, fmt.Errorf("%s is %d bytes; a checkpoint's JSON files are at most %d", path, st.Size(), maxJSONFile)
+	if st.Size() > max {
+		return nil, fmt.Errorf("%s is %d bytes, more than the %d a checkpoint's %s may have", path, st.Size(), max, filepath.Base(path))
 	}
-	return io.ReadAll(io.LimitReader(f, maxJSONFile+1))
+	return io.ReadAll(io.LimitReader(f, max+1))
 }
 
 // checkShape checks the sizes parsed from config.json against each other:
