@@ -58,9 +58,10 @@ type LoaderOptions struct {
 }
 
 // DefaultPassTokens bounds the daemon's forward passes: long enough to keep
-// a pass efficient, short enough that a small request behind a large one
-// waits about as long as it runs.
-const DefaultPassTokens = 512
+// a pass efficient (on the CPU a token costs about the same in passes of 256
+// as of 16384), short enough that a small request behind a large one waits
+// about as long as it runs (docs/bench-serve.md, "Mixed").
+const DefaultPassTokens = 256
 
 // DecideLoader returns the [Loader] of real models: decide engines, on the
 // embedded demo checkpoint for dir "".
