@@ -26,9 +26,10 @@ type Engine interface {
 	// request (one over a limit included) is a *decide.RequestError.
 	Prepare(r *decide.Request) (Job, error)
 	// Run answers jobs this engine prepared, together, asking turn (if not
-	// nil) before each forward pass; results and errors are per job, in
-	// order.
-	Run(ctx context.Context, jobs []Job, turn decide.Turn) ([]*decide.Response, []error)
+	// nil) before each forward pass, no pass longer than passTokens where
+	// the rows allow (0: the engine's bound); results and errors are per
+	// job, in order.
+	Run(ctx context.Context, jobs []Job, turn decide.Turn, passTokens int) ([]*decide.Response, []error)
 	// Limits returns the limits each request is held to.
 	Limits() decide.Limits
 	// CacheStats returns the bytes held by kept prefix snapshots and their
@@ -72,6 +73,11 @@ type Options struct {
 	// together (default DefaultBatchTokens): a larger request runs in a
 	// call of its own, its passes taking turns with those of the others.
 	BatchTokens int
+	// PassTokens bounds the forward passes of such a large request
+	// (default DefaultPassTokens), so that a small request waits for at
+	// most one short pass; batches of small requests run in the engine's
+	// own passes.
+	PassTokens int
 	// NoWarmup skips the warm-up requests run after each load.
 	NoWarmup bool
 	// Progress, if set, is told about load progress (for terminals).
@@ -88,6 +94,11 @@ const (
 	// DefaultBatchTokens lets some tens of small requests share an engine
 	// call.
 	DefaultBatchTokens = 4096
+	// DefaultPassTokens bounds a large request's forward passes: long
+	// enough to keep a pass efficient (on the CPU a token costs about the
+	// same in passes of 256 as of 16384), short enough that a small request
+	// behind it waits about as long as it runs (docs/bench-serve.md).
+	DefaultPassTokens = 256
 )
 
 // Daemon serves decisions; it implements ipc.Handler. Create it with
@@ -153,6 +164,9 @@ func New(opts Options) *Daemon {
 	}
 	if opts.BatchTokens <= 0 {
 		opts.BatchTokens = DefaultBatchTokens
+	}
+	if opts.PassTokens <= 0 {
+		opts.PassTokens = DefaultPassTokens
 	}
 	if opts.ModelsDir == "" {
 		opts.ModelsDir, _ = ModelsDir()

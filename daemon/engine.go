@@ -30,7 +30,7 @@ func (e engine) Prepare(r *decide.Request) (Job, error) {
 }
 
 // Run implements [Engine].
-func (e engine) Run(ctx context.Context, jobs []Job, turn decide.Turn) ([]*decide.Response, []error) {
+func (e engine) Run(ctx context.Context, jobs []Job, turn decide.Turn, passTokens int) ([]*decide.Response, []error) {
 	ps := make([]*decide.Prepared, len(jobs))
 	for i, j := range jobs {
 		p, ok := j.(*decide.Prepared)
@@ -39,7 +39,7 @@ func (e engine) Run(ctx context.Context, jobs []Job, turn decide.Turn) ([]*decid
 		}
 		ps[i] = p
 	}
-	return e.DecidePrepared(ctx, ps, turn)
+	return e.DecidePrepared(ctx, ps, turn, passTokens)
 }
 
 // LoaderOptions configures [DecideLoader].
@@ -52,16 +52,7 @@ type LoaderOptions struct {
 	Backend func() (tensor.Backend, error)
 	// Limits bound each request (zero fields: decide's defaults).
 	Limits decide.Limits
-	// PassTokens bounds a forward pass (0: DefaultPassTokens): the
-	// daemon's passes take turns, and a small request waits for at most one.
-	PassTokens int
 }
-
-// DefaultPassTokens bounds the daemon's forward passes: long enough to keep
-// a pass efficient (on the CPU a token costs about the same in passes of 256
-// as of 16384), short enough that a small request behind a large one waits
-// about as long as it runs (docs/bench-serve.md, "Mixed").
-const DefaultPassTokens = 256
 
 // DecideLoader returns the [Loader] of real models: decide engines, on the
 // embedded demo checkpoint for dir "".
@@ -84,11 +75,7 @@ func DecideLoader(lo LoaderOptions) Loader {
 				return nil, ModelStatus{}, fmt.Errorf("backend %s: warm up: %w", be.Name(), err)
 			}
 		}
-		pass := lo.PassTokens
-		if pass <= 0 {
-			pass = DefaultPassTokens
-		}
-		opts := decide.Options{CacheLimit: lo.CacheLimit, Progress: progress, Limits: lo.Limits, PassTokens: pass}
+		opts := decide.Options{CacheLimit: lo.CacheLimit, Progress: progress, Limits: lo.Limits}
 		var e *decide.Engine
 		if dir == "" {
 			e, err = decide.OpenFS(startlux.DemoModel(), DemoPath, be, opts)

@@ -61,7 +61,7 @@ func (f *fakeEngine) Limits() decide.Limits {
 	return decide.Limits{MaxQuestions: 256, MaxEvidenceTokens: 4096, MaxRequestTokens: 262144}
 }
 
-func (f *fakeEngine) Run(ctx context.Context, jobs []Job, turn decide.Turn) ([]*decide.Response, []error) {
+func (f *fakeEngine) Run(ctx context.Context, jobs []Job, turn decide.Turn, passTokens int) ([]*decide.Response, []error) {
 	f.mu.Lock()
 	if f.closed {
 		f.misuse = append(f.misuse, "Run after Close")

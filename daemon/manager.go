@@ -189,7 +189,7 @@ func warmUp(ctx context.Context, eng Engine) error {
 			preps = append(preps, p)
 			at = append(at, i)
 		}
-		_, rerrs := eng.Run(ctx, preps, nil)
+		_, rerrs := eng.Run(ctx, preps, nil, 0)
 		if len(rerrs) != len(preps) {
 			return nil, fmt.Errorf("%d results for %d requests", len(rerrs), len(preps))
 		}

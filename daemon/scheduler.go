@@ -380,7 +380,11 @@ func (d *Daemon) run(batch []*job) {
 		preps[i] = j.prep
 		cost += j.cost
 	}
-	resps, errs, err := d.callEngine(ctx, batch[0].m.eng, preps, turn)
+	passTokens := 0 // a batch of small requests runs in the engine's passes
+	if !small(batch, d.opts.BatchTokens) {
+		passTokens = d.opts.PassTokens
+	}
+	resps, errs, err := d.callEngine(ctx, batch[0].m.eng, preps, turn, passTokens)
 	for i, j := range batch {
 		switch {
 		case err != nil:
@@ -433,14 +437,14 @@ func (d *Daemon) freeMemory() {
 
 // callEngine runs the engine on a batch, turning a panic or a malformed
 // answer into an error for the whole batch so the daemon keeps serving.
-func (d *Daemon) callEngine(ctx context.Context, eng Engine, preps []Job, turn decide.Turn) (resps []*decide.Response, errs []error, err error) {
+func (d *Daemon) callEngine(ctx context.Context, eng Engine, preps []Job, turn decide.Turn, passTokens int) (resps []*decide.Response, errs []error, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			d.opts.Logger.Error("the engine panicked", "panic", p)
 			err = ipc.Errorf(ipc.CodeInternal, "the engine panicked: %v", p)
 		}
 	}()
-	resps, errs = eng.Run(ctx, preps, turn)
+	resps, errs = eng.Run(ctx, preps, turn, passTokens)
 	if len(resps) != len(preps) || len(errs) != len(preps) {
 		return nil, nil, ipc.Errorf(ipc.CodeInternal, "the engine answered %d/%d of %d requests", len(resps), len(errs), len(preps))
 	}

@@ -89,19 +89,20 @@ func (e *Engine) DecideBatch(ctx context.Context, reqs []*Request) ([]*Response,
 		for i, r := range reqs {
 			jobs[i] = e.preparePointer(r)
 		}
-		return runBatch(ctx, e.runner(nil), jobs, e.pointerFamily())
+		return runBatch(ctx, e.runner(nil, 0), jobs, e.pointerFamily())
 	}
 	jobs := make([]*job, len(reqs))
 	for i, r := range reqs {
 		jobs[i] = e.prepare(r)
 	}
-	return runBatch(ctx, e.runner(nil), jobs, e.jevfmtFamily())
+	return runBatch(ctx, e.runner(nil, 0), jobs, e.jevfmtFamily())
 }
 
 // DecidePrepared answers prepared requests together, as DecideBatch does,
-// asking turn (if not nil) before each forward pass. Each request must have
-// been prepared by this engine and is answered once.
-func (e *Engine) DecidePrepared(ctx context.Context, ps []*Prepared, turn Turn) ([]*Response, []error) {
+// asking turn (if not nil) before each forward pass, no pass longer than
+// passTokens padded tokens where the rows allow (0: Options.PassTokens).
+// Each request must have been prepared by this engine and is answered once.
+func (e *Engine) DecidePrepared(ctx context.Context, ps []*Prepared, turn Turn, passTokens int) ([]*Response, []error) {
 	errs := make([]error, len(ps))
 	var pjobs []*pjob
 	var jobs []*job
@@ -122,9 +123,9 @@ func (e *Engine) DecidePrepared(ctx context.Context, ps []*Prepared, turn Turn) 
 	var rs []*Response
 	var es []error
 	if e.ptr != nil {
-		rs, es = runBatch(ctx, e.runner(turn), pjobs, e.pointerFamily())
+		rs, es = runBatch(ctx, e.runner(turn, passTokens), pjobs, e.pointerFamily())
 	} else {
-		rs, es = runBatch(ctx, e.runner(turn), jobs, e.jevfmtFamily())
+		rs, es = runBatch(ctx, e.runner(turn, passTokens), jobs, e.jevfmtFamily())
 	}
 	resps := make([]*Response, len(ps))
 	for k, i := range at {
@@ -192,9 +193,13 @@ type runner struct {
 	maxTokens int
 }
 
-// runner returns the runner of one batch on e.
-func (e *Engine) runner(turn Turn) *runner {
-	return &runner{e: e, turn: turn, maxTokens: e.passTokens}
+// runner returns the runner of one batch on e, its passes at most
+// maxTokens (0: the engine's bound).
+func (e *Engine) runner(turn Turn, maxTokens int) *runner {
+	if maxTokens <= 0 {
+		maxTokens = e.passTokens
+	}
+	return &runner{e: e, turn: turn, maxTokens: maxTokens}
 }
 
 // pass runs f, a pass of the given padded tokens, in a turn of its own.

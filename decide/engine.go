@@ -36,8 +36,8 @@ type Options struct {
 	// Limits bound each request (zero fields: the defaults).
 	Limits Limits
 	// PassTokens bounds the padded tokens of one forward pass (0:
-	// MaxPassTokens); a daemon that interleaves the passes of several
-	// requests keeps them short. Longer rows run their heads in pieces.
+	// MaxPassTokens; DecidePrepared may ask for less). Longer rows run their
+	// heads in pieces.
 	PassTokens int
 	// RowForm, for comparisons and tests, makes a pointer/1 engine run each
 	// question as one row that recomputes the state (system turn and

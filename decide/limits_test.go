@@ -138,7 +138,7 @@ func TestPointerLongBranchBlamed(t *testing.T) {
 // default passes, and no pass may be longer.
 func TestPassTokens(t *testing.T) {
 	whole := openDemo(t, Options{CacheLimit: -1})
-	sliced := openDemo(t, Options{CacheLimit: -1, PassTokens: 64})
+	sliced := openDemo(t, Options{CacheLimit: -1})
 	var cases []decideCase
 	for i, c := range loadDecideCases(t) {
 		if i%3 == 0 { // a third of them keeps the test short
@@ -164,7 +164,7 @@ func TestPassTokens(t *testing.T) {
 		ps = append(ps, p)
 		reqs = append(reqs, c.req)
 	}
-	got, errs := sliced.DecidePrepared(context.Background(), ps, turn)
+	got, errs := sliced.DecidePrepared(context.Background(), ps, turn, 64)
 	want, werrs := whole.DecideBatch(context.Background(), reqs)
 	for i := range cases {
 		if errs[i] != nil || werrs[i] != nil {
@@ -187,7 +187,7 @@ func TestPassTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, errs := sliced.DecidePrepared(context.Background(), []*Prepared{p}, nil); errs[0] == nil {
+	if _, errs := sliced.DecidePrepared(context.Background(), []*Prepared{p}, nil, 0); errs[0] == nil {
 		t.Error("a request prepared by another engine was answered")
 	}
 }

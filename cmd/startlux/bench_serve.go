@@ -43,7 +43,7 @@ func benchServe(ctx context.Context, env *cmdEnv, args []string) error {
 	backend := backendFlag(fs)
 	rounds := fs.Int("rounds", 3, "rounds of measurement (medians are shown); in-process and one-client calls alternate request by request")
 	mixed := fs.Bool("mixed", false, "measure small requests' latency while another client sends maximal requests, against the same without (see benchServeMixed)")
-	passTokens := fs.Int("pass-tokens", 0, "the daemon's longest forward pass in tokens (0: its default)")
+	passTokens := fs.Int("pass-tokens", 0, "the daemon's longest forward pass of a large request, in tokens (0: its default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -170,8 +170,8 @@ func startBenchDaemon(ctx context.Context, modelDir, backend string, maxBatch, p
 	ran := make(chan error, 1)
 	go func() {
 		ran <- daemon.Run(dctx, daemon.RunOptions{Socket: sock, Daemon: daemon.Options{
-			Load:  daemon.DecideLoader(daemon.LoaderOptions{Backend: func() (tensor.Backend, error) { return openBackend(backend) }, PassTokens: passTokens}),
-			Model: modelDir, ModelsDir: tmp, MaxBatch: maxBatch,
+			Load:  daemon.DecideLoader(daemon.LoaderOptions{Backend: func() (tensor.Backend, error) { return openBackend(backend) }}),
+			Model: modelDir, ModelsDir: tmp, MaxBatch: maxBatch, PassTokens: passTokens,
 		}, Listening: func(string) { close(listening) }})
 	}()
 	select {
