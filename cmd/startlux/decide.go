@@ -10,6 +10,7 @@ import (
 	"io"
 
 	"github.com/startlux/startlux"
+	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/decide"
 )
 
@@ -31,7 +32,7 @@ func newDecideFlagSet(f *decideFlags, stderr io.Writer) *flag.FlagSet {
 			"Reads one request (or a JSON array of requests) from stdin and prints the response JSON.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&f.model, "model", "", "run the checkpoint in `DIR` in-process (no daemon)")
+	fs.StringVar(&f.model, "model", "", "run this checkpoint in-process (no daemon): a `NAME` in the models folder, \"demo\", or a directory")
 	fs.BoolVar(&f.local, "local", false, "run the embedded demo model in-process (no daemon)")
 	fs.StringVar(&f.socket, "socket", "", "ask the daemon on the socket at `PATH` (default: the default socket)")
 	fs.StringVar(&f.backend, "backend", "auto", "compute backend of --model/--local: auto, cpu, cpu-go or metal")
@@ -66,10 +67,21 @@ func openDecideEngine(f *decideFlags) (*decide.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.local || f.model == "" {
-		return decide.OpenFS(startlux.DemoModel(), "demo-decision (embedded)", be, decide.Options{})
+	dir := ""
+	if !f.local {
+		// A name in the models folder, "demo" or a directory, as serve --model takes.
+		modelsDir, err := daemon.ModelsDir()
+		if err != nil {
+			return nil, err
+		}
+		if dir, err = daemon.ResolveModel(f.model, modelsDir); err != nil {
+			return nil, err
+		}
 	}
-	return decide.Open(f.model, be, decide.Options{})
+	if dir == "" {
+		return decide.OpenFS(startlux.DemoModel(), daemon.DemoPath, be, decide.Options{})
+	}
+	return decide.Open(dir, be, decide.Options{})
 }
 
 // decideInProcess answers the request (or array of requests) in body with
