@@ -19,6 +19,10 @@ type Options struct {
 	// CacheDir is where the emulator keeps its built kernel libraries
 	// (default: the user cache directory, under startlux/metal-emu).
 	CacheDir string
+	// PoolLimit bounds the bytes of freed tensor buffers kept for reuse
+	// (0: bufpool.DefaultLimit, < 0: none kept); see
+	// [Backend.SetPoolLimit].
+	PoolLimit int64
 }
 
 // NewEmulated returns the Metal backend running on the kernel emulator: the
@@ -45,7 +49,7 @@ func newEmulatedDevice(ctx context.Context, opts Options, dev emuDevice, extra s
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{drv: &emuDriver{lib: lib, dev: dev}}, nil
+	return newBackend(&emuDriver{lib: lib, dev: dev}, opts), nil
 }
 
 // newEmulatedLimits is the emulated backend placing weights as a device
@@ -57,7 +61,7 @@ func newEmulatedLimits(ctx context.Context, opts Options, lim deviceLimits) (*Ba
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{drv: &emuDriver{lib: lib, place: &placement{lim: lim}}}, nil
+	return newBackend(&emuDriver{lib: lib, place: &placement{lim: lim}}, opts), nil
 }
 
 // buffer is a driver's buffer.
@@ -99,6 +103,7 @@ type Backend struct {
 	drv  driver
 	err  error
 	int8 int8State
+	mem  memPool
 }
 
 var _ tensor.Backend = (*Backend)(nil)
@@ -116,7 +121,10 @@ func (t *tens) Len() int { return t.n }
 func (b *Backend) Name() string { return b.drv.name() }
 
 // Close releases the device resources. The backend must not be used after.
-func (b *Backend) Close() { b.drv.close() }
+func (b *Backend) Close() {
+	b.mem.close(b.drv)
+	b.drv.close()
+}
 
 func (b *Backend) fail(err error) {
 	if b.err == nil {
@@ -132,8 +140,12 @@ func tn(t tensor.Tensor) *tens {
 	return x
 }
 
-// Alloc returns a tensor of n float32 elements.
+// Alloc returns a tensor of n float32 elements (a buffer given back by
+// Free is reused).
 func (b *Backend) Alloc(n int) tensor.Tensor {
+	if buf, ok := b.mem.get(4 * n); ok {
+		return &tens{buf: buf, n: n}
+	}
 	buf, err := b.drv.alloc(4 * n)
 	if err != nil {
 		panic(fmt.Sprintf("metal: alloc %d floats: %v", n, err))
@@ -141,11 +153,12 @@ func (b *Backend) Alloc(n int) tensor.Tensor {
 	return &tens{buf: buf, n: n}
 }
 
-// Free releases t once the work queued on it has finished.
+// Free gives t's buffer back for reuse once the work queued on it has
+// finished.
 func (b *Backend) Free(t tensor.Tensor) {
 	x := tn(t)
 	if x.buf != nil {
-		b.drv.free(x.buf)
+		b.mem.put(b.drv, 4*x.n, x.buf)
 		x.buf = nil
 	}
 }
@@ -196,6 +209,7 @@ func (b *Backend) Read(ctx context.Context, t tensor.Tensor, off int, dst []floa
 // Sync or Read.
 func (b *Backend) Sync(ctx context.Context) error {
 	err := b.drv.wait(ctx)
+	b.mem.settle(b.drv)
 	if b.err != nil {
 		err = b.err
 		b.err = nil

@@ -34,7 +34,7 @@ func New(opts Options) (tensor.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{drv: d}, nil
+	return newBackend(d, opts), nil
 }
 
 // mtlSize is MTLSize: three NSUIntegers.
