@@ -7,18 +7,47 @@ import (
 	"github.com/startlux/startlux"
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/internal/bufpool"
 	"github.com/startlux/startlux/tensor"
 )
 
 // DemoPath is the path the embedded demo checkpoint reports in status.
 const DemoPath = "demo-decision (embedded)"
 
-// engine is an [Engine] over a decide engine.
+// engine is an [Engine] over a decide engine and the backend it runs on.
 type engine struct {
 	*decide.Engine
+	be tensor.Backend
 }
 
 var _ Engine = engine{}
+var _ memoryReporter = engine{}
+
+// Memory implements memoryReporter: the model's weights, the prefix
+// cache and the backend's pool.
+func (e engine) Memory() EngineMemory {
+	var m EngineMemory
+	m.Weights = e.Engine.WeightBytes()
+	m.Cache, m.CacheLimit = e.CacheStats()
+	m.CacheLimit = max(m.CacheLimit, 0)
+	if p, ok := e.be.(tensor.Pooler); ok {
+		m.Scratch, m.ScratchLimit = p.PoolStats()
+	}
+	return m
+}
+
+// Close closes the engine and then the backend: its pool of freed buffers
+// is emptied (whoever still refers to the backend), and a backend holding
+// device resources (Metal's buffers and pipelines), which only Close
+// releases, is closed.
+func (e engine) Close() error {
+	err := e.Engine.Close()
+	setPoolLimit(e.be, 0)
+	if c, ok := e.be.(interface{ Close() }); ok {
+		c.Close()
+	}
+	return err
+}
 
 // Prepare implements [Engine].
 func (e engine) Prepare(r *decide.Request) (Job, error) {
@@ -42,6 +71,14 @@ func (e engine) Run(ctx context.Context, jobs []Job, turn decide.Turn, passToken
 	return e.DecidePrepared(ctx, ps, turn, passTokens)
 }
 
+// setPoolLimit bounds a backend's pool of freed buffers to limit bytes
+// (0: none kept), when it keeps one.
+func setPoolLimit(be tensor.Backend, limit int64) {
+	if p, ok := be.(tensor.Pooler); ok {
+		p.SetPoolLimit(limit)
+	}
+}
+
 // LoaderOptions configures [DecideLoader].
 type LoaderOptions struct {
 	// CacheLimit bounds each engine's prefix snapshots in bytes (0:
@@ -52,6 +89,48 @@ type LoaderOptions struct {
 	Backend func() (tensor.Backend, error)
 	// Limits bound each request (zero fields: decide's defaults).
 	Limits decide.Limits
+	// ScratchLimit bounds the freed activation and scratch buffers each
+	// backend keeps for reuse (0: bufpool.DefaultLimit, 1 GiB; < 0: none).
+	ScratchLimit int64
+}
+
+// scratchLimit returns the pool bound the options set.
+func (lo LoaderOptions) scratchLimit() int64 {
+	switch {
+	case lo.ScratchLimit == 0:
+		return bufpool.DefaultLimit
+	case lo.ScratchLimit < 0:
+		return 0
+	}
+	return lo.ScratchLimit
+}
+
+// decideOptions returns the engine options of a load.
+func (lo LoaderOptions) decideOptions(progress func(done, total int64)) decide.Options {
+	return decide.Options{CacheLimit: lo.CacheLimit, Progress: progress, Limits: lo.Limits}
+}
+
+// DecideEstimator returns the [Estimator] of the models [DecideLoader]
+// loads with the same options: their footprint read from the checkpoint's
+// configuration and tensor headers (decide.Estimate), plus the scratch
+// pool's limit.
+func DecideEstimator(lo LoaderOptions) Estimator {
+	return func(ctx context.Context, dir string) (Footprint, error) {
+		if err := ctx.Err(); err != nil {
+			return Footprint{}, err
+		}
+		var f decide.Footprint
+		var err error
+		if dir == "" {
+			f, err = decide.EstimateFS(startlux.DemoModel(), DemoPath, lo.decideOptions(nil), false)
+		} else {
+			f, err = decide.Estimate(dir, lo.decideOptions(nil), false)
+		}
+		if err != nil {
+			return Footprint{}, err
+		}
+		return Footprint{Weights: f.Weights, Pass: f.Pass, Cache: f.Cache, Scratch: lo.scratchLimit()}, nil
+	}
 }
 
 // DecideLoader returns the [Loader] of real models: decide engines, on the
@@ -75,7 +154,8 @@ func DecideLoader(lo LoaderOptions) Loader {
 				return nil, ModelStatus{}, fmt.Errorf("backend %s: warm up: %w", be.Name(), err)
 			}
 		}
-		opts := decide.Options{CacheLimit: lo.CacheLimit, Progress: progress, Limits: lo.Limits}
+		setPoolLimit(be, lo.scratchLimit())
+		opts := lo.decideOptions(progress)
 		var e *decide.Engine
 		if dir == "" {
 			e, err = decide.OpenFS(startlux.DemoModel(), DemoPath, be, opts)
@@ -86,6 +166,6 @@ func DecideLoader(lo LoaderOptions) Loader {
 			return nil, ModelStatus{}, err
 		}
 		info := e.Info()
-		return engine{e}, ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend}, nil
+		return engine{e, be}, ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend}, nil
 	}
 }

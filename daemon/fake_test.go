@@ -22,6 +22,8 @@ type fakeEngine struct {
 	tag   int
 	delay time.Duration
 	gate  chan struct{} // if set, Run waits for it to be closed
+	// weights is what the engine says its weights hold (Memory).
+	weights int64
 
 	mu       sync.Mutex // guards the fields below
 	closed   bool
@@ -153,6 +155,18 @@ func fakeAnswer(tag int, r *decide.Request) (*decide.Response, error) {
 
 func (f *fakeEngine) CacheStats() (int64, int64) { return 123, 456 }
 
+// Memory implements memoryReporter.
+func (f *fakeEngine) Memory() EngineMemory {
+	return EngineMemory{Weights: f.weights, Cache: 123, CacheLimit: 456}
+}
+
+// isClosed reports whether the engine was closed.
+func (f *fakeEngine) isClosed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.closed
+}
+
 func (f *fakeEngine) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -179,6 +193,10 @@ type fakeLoader struct {
 	loadGate chan struct{}
 	fail     string
 	panicOn  string // a directory whose load panics
+	// weights gives the engines of a directory their Memory weights;
+	// opened, if set, is told of every load as it begins.
+	weights map[string]int64
+	opened  func(dir string)
 }
 
 func newFakeLoader() *fakeLoader {
@@ -209,7 +227,7 @@ func (l *fakeLoader) makeLocked(dir string) *fakeEngine {
 		tag = len(l.tags) + 1
 		l.tags[dir] = tag
 	}
-	e := &fakeEngine{tag: tag, delay: l.delay}
+	e := &fakeEngine{tag: tag, delay: l.delay, weights: l.weights[dir]}
 	l.engines[dir] = append(l.engines[dir], e)
 	return e
 }
@@ -229,6 +247,9 @@ func (l *fakeLoader) open(dir string) *fakeEngine {
 }
 
 func (l *fakeLoader) load(ctx context.Context, dir string, progress func(done, total int64)) (Engine, ModelStatus, error) {
+	if l.opened != nil {
+		l.opened(dir)
+	}
 	progress(0, 100)
 	if l.loadGate != nil {
 		select {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/ipc"
@@ -17,10 +19,58 @@ var errStopping = errors.New("the daemon is shutting down")
 // batches running on it and is then closed. While the first model loads,
 // status says loading, then warming; during a switch the old model keeps
 // serving. A failed switch leaves the old model in service.
+//
+// Before anything is read the fit check (fitCheck) holds what the model
+// will need against the machine's memory: a model that cannot fit is
+// refused; one that fits only without the current model has that model
+// released first (decisions wait meanwhile), and should its load fail, the
+// released model is loaded again.
 func (d *Daemon) load(dir string) error {
 	d.loadMu.Lock()
 	defer d.loadMu.Unlock()
+	d.setProgress(&LoadProgress{Model: dir, Phase: StateLoading}, StateLoading)
+	plan, err := d.fitCheck(dir)
+	if err != nil {
+		return d.loadFailed(dir, err)
+	}
+	if !plan.release {
+		return d.loadModel(dir, plan)
+	}
+	prev, err := d.releaseForLoad(d.ctx, plan.why)
+	if err != nil {
+		d.clearNote()
+		return d.loadFailed(dir, err)
+	}
+	err = d.loadModel(dir, plan)
+	d.clearNote()
+	if err == nil || d.ctx.Err() != nil {
+		return err
+	}
+	// Put the released model back (it fitted, and its memory was just
+	// handed back); status keeps saying why the switch failed.
+	d.mu.Lock()
+	why := d.loadErr
+	d.mu.Unlock()
+	ferr := d.loadModel(prev.src, fitPlan{needs: prev.needs, warning: prev.warning})
+	d.mu.Lock()
+	d.loadErr = why
+	if ferr != nil {
+		d.loadErr = fmt.Sprintf("%s; the previous model, released for it, could not be loaded again: %s", why, strings.TrimPrefix(messageOf(ferr), why+"; "))
+	}
+	d.mu.Unlock()
+	return err
+}
 
+// clearNote clears status's memory note.
+func (d *Daemon) clearNote() {
+	d.mu.Lock()
+	d.memNote = ""
+	d.mu.Unlock()
+}
+
+// loadModel is load after the fit check: it reads the checkpoint, warms it
+// up and puts it in service.
+func (d *Daemon) loadModel(dir string, plan fitPlan) error {
 	d.setProgress(&LoadProgress{Model: dir, Phase: StateLoading}, StateLoading)
 	var eng Engine
 	var info ModelStatus
@@ -51,23 +101,49 @@ func (d *Daemon) load(dir string) error {
 		return d.loadFailed(dir, errStopping)
 	}
 	old := d.cur
-	d.cur = &loaded{eng: eng, info: info, src: dir}
-	d.state, d.loadErr, d.progress = StateReady, "", nil
-	d.changedLocked()
-	closeOld := old != nil && old.refs == 0
-	if old != nil {
-		old.retired = true
+	if old == nil {
+		old, d.unloaded = d.unloaded, nil // an unloaded model closes once its last jobs are done
 	}
+	d.cur = &loaded{eng: eng, info: info, src: dir, needs: plan.needs, warning: plan.warning, closed: make(chan struct{})}
+	d.state, d.loadErr, d.progress = StateReady, "", nil
+	d.lastActive = time.Now()
+	d.changedLocked()
 	d.mu.Unlock()
 	d.nudge()
-	if closeOld {
-		if err := old.eng.Close(); err != nil {
-			d.opts.Logger.Warn("closing the previous model", "err", err)
-		}
+	if old != nil {
+		d.retire(old)
 	}
 	d.report(LoadProgress{Model: dir, Phase: StateReady})
 	d.opts.Logger.Info("model ready", "name", info.Name, "path", info.Path, "backend", info.Backend)
 	return nil
+}
+
+// retire takes m out of service: it is closed now, or when the last job
+// prepared on it finishes.
+func (d *Daemon) retire(m *loaded) {
+	d.mu.Lock()
+	closeNow := !m.retired && m.refs == 0
+	m.retired = true
+	d.mu.Unlock()
+	if closeNow {
+		if err := d.closeModel(m); err != nil {
+			d.opts.Logger.Warn("closing the previous model", "err", err)
+		}
+	}
+}
+
+// closeModel closes m's engine, once, and tells those waiting for it.
+func (d *Daemon) closeModel(m *loaded) error {
+	d.mu.Lock()
+	select {
+	case <-m.closed:
+		d.mu.Unlock()
+		return nil
+	default:
+	}
+	close(m.closed)
+	d.mu.Unlock()
+	return m.eng.Close()
 }
 
 // progressFunc returns the load's progress callback: it records bytes read
@@ -147,7 +223,7 @@ func (d *Daemon) release(m *loaded) {
 	closeIt := m.retired && m.refs == 0
 	d.mu.Unlock()
 	if closeIt {
-		if err := m.eng.Close(); err != nil {
+		if err := d.closeModel(m); err != nil {
 			d.opts.Logger.Warn("closing the previous model", "err", err)
 		}
 	}

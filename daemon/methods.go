@@ -15,17 +15,21 @@ import (
 
 // The protocol's methods, in alphabetical order (docs/protocol.md).
 const (
+	MethodConfigure   = "configure"
 	MethodDecide      = "decide"
 	MethodDecideBatch = "decide_batch"
 	MethodLoad        = "load"
 	MethodModels      = "models"
 	MethodPing        = "ping"
 	MethodStatus      = "status"
+	MethodUnload      = "unload"
 )
 
 // ServeIPC answers one request; it implements ipc.Handler.
 func (d *Daemon) ServeIPC(ctx context.Context, req *ipc.Request) (any, error) {
 	switch req.Method {
+	case MethodConfigure:
+		return d.serveConfigure(req.Params)
 	case MethodDecide:
 		return d.serveDecide(ctx, req.Params)
 	case MethodDecideBatch:
@@ -38,8 +42,10 @@ func (d *Daemon) ServeIPC(ctx context.Context, req *ipc.Request) (any, error) {
 		return "pong", nil
 	case MethodStatus:
 		return d.Status(), nil
+	case MethodUnload:
+		return d.serveUnload(ctx)
 	}
-	return nil, ipc.Errorf(ipc.CodeUnknownMethod, "no method %q (methods: decide, decide_batch, load, models, ping, status)", req.Method)
+	return nil, ipc.Errorf(ipc.CodeUnknownMethod, "no method %q (methods: configure, decide, decide_batch, load, models, ping, status, unload)", req.Method)
 }
 
 func (d *Daemon) serveDecide(ctx context.Context, params msgpack.RawMessage) (any, error) {

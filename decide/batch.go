@@ -245,7 +245,8 @@ func (r *runner) prefill(ctx context.Context, prefix *model.State, ids []int32) 
 }
 
 // forwardPasses runs rows longest first in passes of at most maxTokens
-// padded tokens, split where padding would cost more than a pass
+// padded tokens and MaxPassRows rows, split where padding would cost more
+// than a pass
 // (planPasses), and hands each row's output to done with the row's index.
 // A row longer than maxTokens has its head (up to its first gathered
 // position) prefilled in pieces first, then runs its tail alone, so that no
@@ -272,7 +273,7 @@ func (r *runner) forwardPasses(ctx context.Context, rows []model.Row, head *tens
 		lens[k] = len(rows[i].IDs)
 	}
 	start := 0
-	for _, end := range planPasses(lens, r.maxTokens) {
+	for _, end := range planPasses(lens, r.maxTokens, MaxPassRows) {
 		pass := make([]model.Row, end-start)
 		for k := range pass {
 			pass[k] = rows[short[start+k]]

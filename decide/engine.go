@@ -21,6 +21,11 @@ const (
 	DefaultCacheLimit = 512 << 20
 	// MaxPassTokens bounds the padded tokens (rows × longest row) of one pass.
 	MaxPassTokens = 16384
+	// MaxPassRows bounds the rows of one pass: each holds a copy of its
+	// prefix's recurrent state (NV·DK·DV floats per DeltaNet layer's pass,
+	// 1 MiB for Qwen3.5-0.8B), so that what a pass holds is bounded by
+	// the model's shapes (model.Config.PassBytes).
+	MaxPassRows = 256
 	// minPrefixSaving is the number of tokens a shared prefix must save,
 	// (rows − 1) × (prefix − base), before it runs once on its own.
 	minPrefixSaving = 192
@@ -271,6 +276,17 @@ func (e *Engine) Config() *Config { return e.cfg }
 // CacheStats returns the bytes held by kept evidence snapshots and the limit
 // (negative when the store is disabled).
 func (e *Engine) CacheStats() (used, limit int64) { return e.store.stats() }
+
+// WeightBytes returns the bytes of the weights the engine holds: the
+// model's as they are bound (mapped or in memory, quantised or int8) and a
+// pointer head's.
+func (e *Engine) WeightBytes() int64 {
+	n := e.m.WeightBytes()
+	if e.ptr != nil {
+		n += 4 * int64(len(e.ptr.wq)+len(e.ptr.wk))
+	}
+	return n
+}
 
 // ClearCache drops every kept evidence snapshot (those in use by a request
 // are freed when it finishes).
