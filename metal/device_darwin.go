@@ -234,6 +234,20 @@ func Describe(opts Options) (DeviceInfo, error) {
 	return info, nil
 }
 
+// RecommendedWorkingSet opens the GPU picked by opts.Device and returns its
+// recommendedMaxWorkingSetSize (the bytes it keeps resident without
+// degrading), without compiling the kernel library.
+func RecommendedWorkingSet(opts Options) (uint64, error) {
+	d, err := openDevice(opts)
+	if err != nil {
+		return 0, err
+	}
+	defer d.close()
+	var n uint64
+	d.rt.Pool(func() { n = d.rt.SendUint64(d.dev, d.s.recommendedMaxWorkingSetSize) })
+	return n, nil
+}
+
 // openDevice opens the device and its command queue.
 func openDevice(opts Options) (*mtlDriver, error) {
 	copyAllDevices, err := loadMetal()

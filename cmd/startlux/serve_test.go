@@ -338,3 +338,40 @@ func TestUnsafeSocketDirs(t *testing.T) {
 		t.Errorf("decide once the directory is private again: %v", err)
 	}
 }
+
+// TestStatusMemoryAndUnload checks what startlux status prints of memory
+// and that startlux unload unloads: status then says so, and the next
+// decision loads the model again.
+func TestStatusMemoryAndUnload(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
+	sock, _ := startServe(t, "--backend", "cpu", "--scratch-limit", "33554432", "--idle-unload", "2h")
+	var out string
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out, "state:     ready"); time.Sleep(20 * time.Millisecond) {
+		var err error
+		if out, err = runCmd(t, nil, "status", "--socket", sock); err != nil || time.Now().After(deadline) {
+			t.Fatalf("status: %q %v", out, err)
+		}
+	}
+	for _, want := range []string{"memory:    ", " resident: weights 3.2 MB, prefix cache ", " of 536.9 MB, scratch ", " of 33.6 MB\n",
+		"fit:       the model needs ", "unload:    after 2h0m0s without a decision\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status printed %q, want %q in it", out, want)
+		}
+	}
+	if out, err := runCmd(t, nil, "unload", "--socket", sock); err != nil || !strings.HasPrefix(out, "unloaded demo-decision (embedded); ") {
+		t.Fatalf("unload: %q %v", out, err)
+	}
+	out, err := runCmd(t, nil, "status", "--socket", sock)
+	if err != nil || !strings.Contains(out, "state:     unloaded (idle since ") {
+		t.Fatalf("status after unload: %q %v", out, err)
+	}
+	c := goldenCases(t)[0]
+	if _, err := runCmd(t, c.Request, "decide", "--socket", sock); err != nil {
+		t.Fatalf("decide on an unloaded daemon: %v", err)
+	}
+	if out, err := runCmd(t, nil, "status", "--socket", sock); err != nil || !strings.Contains(out, "state:     ready") {
+		t.Errorf("status after the decision: %q %v", out, err)
+	}
+}
