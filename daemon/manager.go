@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
-	"github.com/startlux/startlux/ipc"
 )
 
 // errStopping is returned by loads that finish after Close began.
@@ -28,7 +28,7 @@ var errStopping = errors.New("the daemon is shutting down")
 func (d *Daemon) load(dir string) error {
 	d.loadMu.Lock()
 	defer d.loadMu.Unlock()
-	d.setProgress(&LoadProgress{Model: dir, Phase: StateLoading}, StateLoading)
+	d.setProgress(&api.LoadProgress{Model: dir, Phase: api.StateLoading}, api.StateLoading)
 	plan, err := d.fitCheck(dir)
 	if err != nil {
 		return d.loadFailed(dir, err)
@@ -55,7 +55,7 @@ func (d *Daemon) load(dir string) error {
 	d.mu.Lock()
 	d.loadErr = why
 	if ferr != nil {
-		d.loadErr = fmt.Sprintf("%s; the previous model, released for it, could not be loaded again: %s", why, strings.TrimPrefix(messageOf(ferr), why+"; "))
+		d.loadErr = fmt.Sprintf("%s; the previous model, released for it, could not be loaded again: %s", why, strings.TrimPrefix(api.ErrorMessage(ferr), why+"; "))
 	}
 	d.mu.Unlock()
 	return err
@@ -71,9 +71,9 @@ func (d *Daemon) clearNote() {
 // loadModel is load after the fit check: it reads the checkpoint, warms it
 // up and puts it in service.
 func (d *Daemon) loadModel(dir string, plan fitPlan) error {
-	d.setProgress(&LoadProgress{Model: dir, Phase: StateLoading}, StateLoading)
+	d.setProgress(&api.LoadProgress{Model: dir, Phase: api.StateLoading}, api.StateLoading)
 	var eng Engine
-	var info ModelStatus
+	var info api.ModelStatus
 	err := safely("the loader", func() (err error) {
 		eng, info, err = d.opts.Load(d.ctx, dir, d.progressFunc())
 		return err
@@ -85,7 +85,7 @@ func (d *Daemon) loadModel(dir string, plan fitPlan) error {
 	if err != nil {
 		return d.loadFailed(dir, err)
 	}
-	d.setProgress(&LoadProgress{Model: dir, Phase: StateWarming}, StateWarming)
+	d.setProgress(&api.LoadProgress{Model: dir, Phase: api.StateWarming}, api.StateWarming)
 	if !d.opts.NoWarmup {
 		if werr := safely("warm-up", func() error { return warmUp(d.ctx, eng) }); werr != nil {
 			eng.Close()
@@ -105,7 +105,7 @@ func (d *Daemon) loadModel(dir string, plan fitPlan) error {
 		old, d.unloaded = d.unloaded, nil // an unloaded model closes once its last jobs are done
 	}
 	d.cur = &loaded{eng: eng, info: info, src: dir, needs: plan.needs, warning: plan.warning, closed: make(chan struct{})}
-	d.state, d.loadErr, d.progress = StateReady, "", nil
+	d.state, d.loadErr, d.progress = api.StateReady, "", nil
 	d.lastActive = time.Now()
 	d.changedLocked()
 	d.mu.Unlock()
@@ -113,7 +113,7 @@ func (d *Daemon) loadModel(dir string, plan fitPlan) error {
 	if old != nil {
 		d.retire(old)
 	}
-	d.report(LoadProgress{Model: dir, Phase: StateReady})
+	d.report(api.LoadProgress{Model: dir, Phase: api.StateReady})
 	d.opts.Logger.Info("model ready", "name", info.Name, "path", info.Path, "backend", info.Backend)
 	return nil
 }
@@ -175,7 +175,7 @@ func safely(what string, f func() error) (err error) {
 
 // setProgress records a load phase; the daemon's state follows it only
 // while no model serves yet.
-func (d *Daemon) setProgress(p *LoadProgress, state string) {
+func (d *Daemon) setProgress(p *api.LoadProgress, state string) {
 	d.mu.Lock()
 	d.progress = p
 	if d.cur == nil && d.state != state {
@@ -188,7 +188,7 @@ func (d *Daemon) setProgress(p *LoadProgress, state string) {
 }
 
 // report passes progress to the Progress option.
-func (d *Daemon) report(p LoadProgress) {
+func (d *Daemon) report(p api.LoadProgress) {
 	if d.opts.Progress != nil {
 		d.opts.Progress(p)
 	}
@@ -204,16 +204,16 @@ func (d *Daemon) loadFailed(dir string, err error) error {
 	d.progress = nil
 	d.loadErr = fmt.Sprintf("load %s: %v", what, err)
 	if d.cur == nil {
-		d.state = StateFailed
+		d.state = api.StateFailed
 		d.changedLocked()
 	}
 	d.mu.Unlock()
 	d.nudge() // queued decisions fail now if there is no model at all
-	d.report(LoadProgress{Model: dir, Phase: StateFailed})
+	d.report(api.LoadProgress{Model: dir, Phase: api.StateFailed})
 	if errors.Is(err, errStopping) {
-		return ipc.Errorf(ipc.CodeShuttingDown, "load %s: %v", what, err)
+		return api.Errorf(api.CodeShuttingDown, "load %s: %v", what, err)
 	}
-	return ipc.Errorf(ipc.CodeModelLoadFailed, "load %s: %v", what, err)
+	return api.Errorf(api.CodeModelLoadFailed, "load %s: %v", what, err)
 }
 
 // release drops a reference; a retired model is closed with its last one.

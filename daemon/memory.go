@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"runtime/debug"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/internal/sysmem"
-	"github.com/startlux/startlux/ipc"
 )
 
 // Footprint is what a model will hold once loaded, in bytes: what the fit
@@ -150,9 +150,9 @@ func (d *Daemon) fitCheck(dir string) (fitPlan, error) {
 			plan.warning = fmt.Sprintf("low memory: the model needs %s, which leaves %s of the machine's %s free", formatGB(need), formatGB(left), formatGB(mem.Total))
 		}
 	case need > avail+held:
-		return plan, ipc.Errorf(ipc.CodeModelLoadFailed, "not enough memory: the model needs %s, %s available (%s)", formatGB(need), formatGB(avail+held), fp)
+		return plan, api.Errorf(api.CodeModelLoadFailed, "not enough memory: the model needs %s, %s available (%s)", formatGB(need), formatGB(avail+held), fp)
 	default:
-		return plan, ipc.Errorf(ipc.CodeModelLoadFailed, "not enough GPU memory: the model needs %s, the GPU's recommended working set is %s (%s)", formatGB(need), formatGB(ws), fp)
+		return plan, api.Errorf(api.CodeModelLoadFailed, "not enough GPU memory: the model needs %s, the GPU's recommended working set is %s (%s)", formatGB(need), formatGB(ws), fp)
 	}
 	return plan, nil
 }
@@ -179,7 +179,7 @@ func (d *Daemon) releaseForLoad(ctx context.Context, why string) (prev *loaded, 
 		return nil, errors.New("no model to release")
 	}
 	d.cur = nil
-	d.state, d.memNote = StateLoading, why
+	d.state, d.memNote = api.StateLoading, why
 	d.changedLocked()
 	d.mu.Unlock()
 	d.retire(old)
@@ -194,8 +194,8 @@ func (d *Daemon) releaseForLoad(ctx context.Context, why string) (prev *loaded, 
 
 // memoryStatus fills status's memory fields from the model in service
 // (held by the caller under d.mu, nil when none) and the machine.
-func (d *Daemon) memoryStatus(m *loaded) ipc.MemoryStatus {
-	var st ipc.MemoryStatus
+func (d *Daemon) memoryStatus(m *loaded) api.MemoryStatus {
+	var st api.MemoryStatus
 	if m != nil {
 		em := engineMemory(m.eng)
 		st.Weights, st.Cache, st.CacheLimit = em.Weights, em.Cache, em.CacheLimit

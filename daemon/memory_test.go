@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"github.com/startlux/startlux/api"
 	"os"
 	"path/filepath"
 	"strings"
@@ -38,10 +39,10 @@ func fakeSizes(needs map[string]int64) Estimator {
 	}
 }
 
-func status(t *testing.T, c *ipc.Client) Status {
+func status(t *testing.T, c *ipc.Client) api.Status {
 	t.Helper()
-	var st Status
-	if err := c.Call(context.Background(), MethodStatus, nil, &st); err != nil {
+	var st api.Status
+	if err := c.Call(context.Background(), api.MethodStatus, nil, &st); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -73,7 +74,7 @@ func TestFitCheck(t *testing.T) {
 	ctx := context.Background()
 
 	// At start: 2 GB needed, 1 GB available.
-	waitFor(t, func() bool { return status(t, c).State == StateFailed })
+	waitFor(t, func() bool { return status(t, c).State == api.StateFailed })
 	if st := status(t, c); !strings.Contains(st.Error, "not enough memory: the model needs 2.0 GB, 1.0 GB available (2.0 GB: weights 1.0 GB, largest pass 500 MB, prefix cache 250 MB, scratch 250 MB)") {
 		t.Errorf("refused at start: %q", st.Error)
 	}
@@ -83,11 +84,11 @@ func TestFitCheck(t *testing.T) {
 
 	// Enough, but less than the margin (1.6 GB of 16 GB) left: a warning.
 	machine.set(3e9, 0)
-	if err := c.Call(ctx, MethodLoad, LoadParams{Model: a}, nil); err != nil {
+	if err := c.Call(ctx, api.MethodLoad, api.LoadParams{Model: a}, nil); err != nil {
 		t.Fatal(err)
 	}
 	st := status(t, c)
-	if st.State != StateReady || st.Memory.Needs != 2e9 || !strings.Contains(st.Memory.Warning, "low memory: the model needs 2.0 GB, which leaves 1.0 GB of the machine's 16.0 GB free") {
+	if st.State != api.StateReady || st.Memory.Needs != 2e9 || !strings.Contains(st.Memory.Warning, "low memory: the model needs 2.0 GB, which leaves 1.0 GB of the machine's 16.0 GB free") {
 		t.Errorf("a tight fit: state %s, memory %+v", st.State, st.Memory)
 	}
 	if st.Memory.Weights != 3e9 || st.Memory.Available != 3e9 {
@@ -97,11 +98,11 @@ func TestFitCheck(t *testing.T) {
 	// A switch that cannot fit even without a (3 GB held): refused, a
 	// stays, with no model released.
 	machine.set(2e9, 0)
-	err := c.Call(ctx, MethodLoad, LoadParams{Model: huge}, nil)
-	if ipc.ErrorCode(err) != ipc.CodeModelLoadFailed || !strings.Contains(err.Error(), "needs 6.0 GB, 5.0 GB available") {
+	err := c.Call(ctx, api.MethodLoad, api.LoadParams{Model: huge}, nil)
+	if api.ErrorCode(err) != api.CodeModelLoadFailed || !strings.Contains(err.Error(), "needs 6.0 GB, 5.0 GB available") {
 		t.Fatalf("switch to a model too large: %v", err)
 	}
-	if st := status(t, c); st.State != StateReady || st.Model.Path != a || fl.engine(a).isClosed() {
+	if st := status(t, c); st.State != api.StateReady || st.Model.Path != a || fl.engine(a).isClosed() {
 		t.Fatalf("after a refused switch: %s serving %s", st.State, st.Model.Path)
 	}
 
@@ -116,16 +117,16 @@ func TestFitCheck(t *testing.T) {
 		}
 	}
 	switched := make(chan error, 1)
-	go func() { switched <- c.Call(ctx, MethodLoad, LoadParams{Model: b}, nil) }()
+	go func() { switched <- c.Call(ctx, api.MethodLoad, api.LoadParams{Model: b}, nil) }()
 	waitFor(t, func() bool { return strings.Contains(status(t, c).Memory.Note, "released the previous model first") })
-	if st := status(t, c); st.State != StateLoading {
+	if st := status(t, c); st.State != api.StateLoading {
 		t.Errorf("while a is released: state %s, want loading", st.State)
 	}
 	answered := make(chan error, 1)
 	go func() {
 		c2 := dial(t, path)
-		var resp decide.Response
-		err := c2.Call(ctx, MethodDecide, params(t, request(5)), &resp)
+		var resp api.Response
+		err := c2.Call(ctx, api.MethodDecide, params(t, request(5)), &resp)
 		if err == nil {
 			err = checkAnswer(t, &resp, []int{fl.tags[b]}, request(5))
 		}
@@ -142,32 +143,32 @@ func TestFitCheck(t *testing.T) {
 	if !closedFirst {
 		t.Error("b's load began before a was closed")
 	}
-	if st := status(t, c); st.State != StateReady || st.Model.Path != b || st.Memory.Note != "" {
+	if st := status(t, c); st.State != api.StateReady || st.Model.Path != b || st.Memory.Note != "" {
 		t.Errorf("after the switch: %s serving %s, note %q", st.State, st.Model.Path, st.Memory.Note)
 	}
 	fl.opened = nil
 
 	// A release for a model whose load then fails: b is loaded again, and
 	// status says why the switch failed.
-	err = c.Call(ctx, MethodLoad, LoadParams{Model: broken}, nil)
-	if ipc.ErrorCode(err) != ipc.CodeModelLoadFailed || !strings.Contains(err.Error(), "no such checkpoint") {
+	err = c.Call(ctx, api.MethodLoad, api.LoadParams{Model: broken}, nil)
+	if api.ErrorCode(err) != api.CodeModelLoadFailed || !strings.Contains(err.Error(), "no such checkpoint") {
 		t.Fatalf("switch to a broken model: %v", err)
 	}
-	if st := status(t, c); st.State != StateReady || st.Model.Path != b || !strings.Contains(st.Error, "no such checkpoint") || len(fl.all(b)) != 2 {
+	if st := status(t, c); st.State != api.StateReady || st.Model.Path != b || !strings.Contains(st.Error, "no such checkpoint") || len(fl.all(b)) != 2 {
 		t.Errorf("after a failed switch that released b: %s serving %s (%d loads of b), error %q", st.State, st.Model.Path, len(fl.all(b)), st.Error)
 	}
 
 	// Metal: a working set of 4 GB holds b (3 GB) and not the demo (1.5 GB)
 	// beside it, though the machine has room; alone the demo fits.
 	machine.set(10e9, 4e9)
-	if err := c.Call(ctx, MethodLoad, LoadParams{Model: "demo"}, nil); err != nil {
+	if err := c.Call(ctx, api.MethodLoad, api.LoadParams{Model: "demo"}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if bs := fl.all(b); !bs[len(bs)-1].isClosed() {
 		t.Error("b was kept beside the demo model beyond the GPU's working set")
 	}
-	err = c.Call(ctx, MethodLoad, LoadParams{Model: huge}, nil)
-	if ipc.ErrorCode(err) != ipc.CodeModelLoadFailed || !strings.Contains(err.Error(), "not enough GPU memory: the model needs 6.0 GB, the GPU's recommended working set is 4.0 GB") {
+	err = c.Call(ctx, api.MethodLoad, api.LoadParams{Model: huge}, nil)
+	if api.ErrorCode(err) != api.CodeModelLoadFailed || !strings.Contains(err.Error(), "not enough GPU memory: the model needs 6.0 GB, the GPU's recommended working set is 4.0 GB") {
 		t.Fatalf("a model over the GPU's working set: %v", err)
 	}
 	if st := status(t, c); st.Memory.GPUWorkingSet != 4e9 || st.Model.Name != "demo-decision" {
@@ -190,17 +191,17 @@ func TestFitDemo(t *testing.T) {
 	machine.set(need-1, 0)
 	path := startDaemon(t, Options{Load: DecideLoader(lo), Estimate: DecideEstimator(lo), Memory: machine.get, ModelsDir: t.TempDir()})
 	c := dial(t, path)
-	waitFor(t, func() bool { return status(t, c).State == StateFailed })
+	waitFor(t, func() bool { return status(t, c).State == api.StateFailed })
 	st := status(t, c)
 	if !strings.Contains(st.Error, "not enough memory: the model needs "+formatGB(need)+", "+formatGB(need-1)+" available") {
 		t.Errorf("refusal %q, want the demo's %d bytes against %d", st.Error, need, need-1)
 	}
 	machine.set(need+8e9, 0)
-	if err := c.Call(context.Background(), MethodLoad, LoadParams{Model: "demo"}, nil); err != nil {
+	if err := c.Call(context.Background(), api.MethodLoad, api.LoadParams{Model: "demo"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	var resp decide.Response
-	if err := c.Call(context.Background(), MethodDecide, params(t, request(4)), &resp); err != nil {
+	var resp api.Response
+	if err := c.Call(context.Background(), api.MethodDecide, params(t, request(4)), &resp); err != nil {
 		t.Fatal(err)
 	}
 	st = status(t, c)

@@ -6,12 +6,9 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/ipc"
 )
-
-// StateUnloaded is status's state while the model is unloaded: idle, or
-// asked to; the next decision loads it again.
-const StateUnloaded = ipc.StateUnloaded
 
 // An unloaded daemon keeps its socket and answers status, models and the
 // rest at once; only the model is gone. The first decision to come loads
@@ -34,7 +31,7 @@ func (d *Daemon) Unload(ctx context.Context) error {
 		return nil
 	}
 	d.cur, d.unloaded = nil, m
-	d.state, d.idleSince = StateUnloaded, d.lastActive
+	d.state, d.idleSince = api.StateUnloaded, d.lastActive
 	d.changedLocked()
 	d.mu.Unlock()
 	d.retire(m)
@@ -55,7 +52,7 @@ func (d *Daemon) reloadLocked() {
 		return
 	}
 	d.reloading = true
-	d.state = StateLoading
+	d.state = api.StateLoading
 	d.changedLocked()
 	dir := d.unloaded.src
 	go func() {
@@ -120,34 +117,25 @@ func (d *Daemon) idleDue() bool {
 		time.Since(d.lastActive) >= d.idleUnload
 }
 
-// ConfigureParams are the configure method's params; absent fields leave
-// their setting as it is.
-type ConfigureParams struct {
-	// IdleUnloadS is how long, in seconds, the daemon waits without a
-	// decision before it unloads the model (0: never).
-	IdleUnloadS *float64 `json:"idle_unload_s,omitempty"`
-}
-
 func (d *Daemon) serveConfigure(params []byte) (any, error) {
-	var p ConfigureParams
+	var p api.ConfigureParams
 	if len(params) > 0 {
 		if err := ipc.Unmarshal(params, &p); err != nil {
-			return nil, ipc.Errorf(ipc.CodeInvalidParams, "configure: params must be {idle_unload_s: seconds}: %v", err)
+			return nil, api.Errorf(api.CodeInvalidParams, "configure: params must be {idle_unload_s: seconds}: %v", err)
 		}
 	}
 	if p.IdleUnloadS != nil {
 		s := *p.IdleUnloadS
 		if !(s >= 0) || s > maxIdleUnload.Seconds() {
-			return nil, ipc.Errorf(ipc.CodeInvalidParams, "configure: idle_unload_s is %v; want 0 (never) to %v seconds", s, maxIdleUnload.Seconds())
+			return nil, api.Errorf(api.CodeInvalidParams, "configure: idle_unload_s is %v; want 0 (never) to %v seconds", s, maxIdleUnload.Seconds())
 		}
 		d.SetIdleUnload(time.Duration(s * float64(time.Second)))
 	}
 	return d.Status(), nil
 }
 
-// maxIdleUnload bounds the idle-unload setting (a year: longer is "never",
-// which is 0).
-const maxIdleUnload = 365 * 24 * time.Hour
+// maxIdleUnload bounds the idle-unload setting.
+const maxIdleUnload = api.MaxIdleUnloadS * time.Second
 
 func (d *Daemon) serveUnload(ctx context.Context) (any, error) {
 	if err := d.Unload(ctx); err != nil {

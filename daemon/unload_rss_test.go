@@ -3,12 +3,12 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"github.com/startlux/startlux/api"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/ipc"
 	"github.com/startlux/startlux/model/modeltest"
 )
@@ -54,26 +54,26 @@ func TestUnloadRSS(t *testing.T) {
 		t.Skip("writes a 230 MB checkpoint and runs daemons of their own")
 	}
 	dir, weights := writeBigDecisionModel(t)
-	base := startRSSDaemonOn(t, filepath.Join(t.TempDir(), "none"), StateFailed)
+	base := startRSSDaemonOn(t, filepath.Join(t.TempDir(), "none"), api.StateFailed)
 	baseRSS, _ := base.memory(t)
 
-	d := startRSSDaemonOn(t, dir, StateReady)
+	d := startRSSDaemonOn(t, dir, api.StateReady)
 	c, err := ipc.Dial(context.Background(), d.sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	ctx := context.Background()
-	ask := func(n int) *decide.Response {
+	ask := func(n int) *api.Response {
 		t.Helper()
-		var resp decide.Response
+		var resp api.Response
 		js := fmt.Sprintf(`{"evidence": {"page": "row %d: item %d, qty %d"}, "questions": {"q": {"type": "noul", "instructions": "Is the item in stock?"}, "s": {"type": "score", "instructions": "How many?", "criteria": ["none", "some", "many"]}}}`, n, n*7, n%5)
-		if err := c.Call(ctx, MethodDecide, params(t, js), &resp); err != nil {
+		if err := c.Call(ctx, api.MethodDecide, params(t, js), &resp); err != nil {
 			t.Fatal(err)
 		}
 		return &resp
 	}
-	var first *decide.Response
+	var first *api.Response
 	for i := range 8 {
 		r := ask(i)
 		if i == 0 {
@@ -81,8 +81,8 @@ func TestUnloadRSS(t *testing.T) {
 		}
 	}
 	loaded, _ := d.memory(t)
-	var st Status
-	if err := c.Call(ctx, MethodUnload, nil, &st); err != nil || st.State != StateUnloaded {
+	var st api.Status
+	if err := c.Call(ctx, api.MethodUnload, nil, &st); err != nil || st.State != api.StateUnloaded {
 		t.Fatalf("unload: %v, state %s", err, st.State)
 	}
 	unloaded := loaded

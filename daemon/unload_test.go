@@ -2,11 +2,9 @@ package daemon
 
 import (
 	"context"
+	"github.com/startlux/startlux/api"
 	"testing"
 	"time"
-
-	"github.com/startlux/startlux/decide"
-	"github.com/startlux/startlux/ipc"
 )
 
 // TestIdleUnload: with --idle-unload the model goes once no decision has
@@ -22,8 +20,8 @@ func TestIdleUnload(t *testing.T) {
 	ctx := context.Background()
 	decideOK := func(n int) {
 		t.Helper()
-		var resp decide.Response
-		if err := c.Call(ctx, MethodDecide, params(t, request(n)), &resp); err != nil {
+		var resp api.Response
+		if err := c.Call(ctx, api.MethodDecide, params(t, request(n)), &resp); err != nil {
 			t.Fatal(err)
 		}
 		if err := checkAnswer(t, &resp, []int{1}, request(n)); err != nil {
@@ -32,10 +30,10 @@ func TestIdleUnload(t *testing.T) {
 	}
 	decideOK(1)
 	answered := time.Now()
-	if st := status(t, c); st.State != StateReady || st.IdleUnloadS != 0.15 {
+	if st := status(t, c); st.State != api.StateReady || st.IdleUnloadS != 0.15 {
 		t.Fatalf("status %s, idle_unload_s %v", st.State, st.IdleUnloadS)
 	}
-	waitFor(t, func() bool { return status(t, c).State == StateUnloaded })
+	waitFor(t, func() bool { return status(t, c).State == api.StateUnloaded })
 	st := status(t, c)
 	since, err := time.Parse(time.RFC3339, st.IdleSince)
 	if err != nil || since.After(answered.Add(time.Second)) || since.Before(answered.Add(-2*time.Second)) {
@@ -56,7 +54,7 @@ func TestIdleUnload(t *testing.T) {
 	fl.loadGate = make(chan struct{})
 	done := make(chan struct{})
 	go func() { defer close(done); decideOK(2) }()
-	waitFor(t, func() bool { st := status(t, c); return st.State == StateLoading && st.Queued == 1 })
+	waitFor(t, func() bool { st := status(t, c); return st.State == api.StateLoading && st.Queued == 1 })
 	close(fl.loadGate)
 	<-done
 	fl.loadGate = nil
@@ -65,15 +63,15 @@ func TestIdleUnload(t *testing.T) {
 	}
 
 	// configure: 0 is never.
-	var cst Status
-	if err := c.Call(ctx, MethodConfigure, map[string]any{"idle_unload_s": 0}, &cst); err != nil || cst.IdleUnloadS != 0 {
+	var cst api.Status
+	if err := c.Call(ctx, api.MethodConfigure, map[string]any{"idle_unload_s": 0}, &cst); err != nil || cst.IdleUnloadS != 0 {
 		t.Fatalf("configure: %v, %v", err, cst.IdleUnloadS)
 	}
 	time.Sleep(400 * time.Millisecond)
-	if st := status(t, c); st.State != StateReady {
+	if st := status(t, c); st.State != api.StateReady {
 		t.Fatalf("unloaded with idle unload off: %s", st.State)
 	}
-	if err := c.Call(ctx, MethodConfigure, map[string]any{"idle_unload_s": -1}, nil); ipc.ErrorCode(err) != ipc.CodeInvalidParams {
+	if err := c.Call(ctx, api.MethodConfigure, map[string]any{"idle_unload_s": -1}, nil); api.ErrorCode(err) != api.CodeInvalidParams {
 		t.Errorf("configure with a negative time: %v", err)
 	}
 
@@ -85,8 +83,8 @@ func TestIdleUnload(t *testing.T) {
 	go func() { defer close(running); decideOK(3) }()
 	waitFor(t, func() bool { eng.mu.Lock(); defer eng.mu.Unlock(); return eng.active == 1 })
 	unloaded := make(chan error, 1)
-	go func() { unloaded <- c.Call(ctx, MethodUnload, nil, nil) }()
-	waitFor(t, func() bool { return status(t, c).State == StateUnloaded })
+	go func() { unloaded <- c.Call(ctx, api.MethodUnload, nil, nil) }()
+	waitFor(t, func() bool { return status(t, c).State == api.StateUnloaded })
 	if eng.isClosed() {
 		t.Fatal("closed while a decision ran on it")
 	}
@@ -99,7 +97,7 @@ func TestIdleUnload(t *testing.T) {
 		t.Errorf("after the unload: closed %v, misuse %v", eng.isClosed(), eng.problems())
 	}
 	decideOK(4)
-	if st := status(t, c); st.State != StateReady || len(fl.all("")) != 3 {
+	if st := status(t, c); st.State != api.StateReady || len(fl.all("")) != 3 {
 		t.Errorf("after a decision on the unloaded daemon: %s, %d engines", st.State, len(fl.all("")))
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/ipc"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -28,13 +28,13 @@ func runStatus(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	defer c.Close()
 	var raw msgpack.RawMessage
-	if err := c.Call(ctx, daemon.MethodStatus, nil, &raw); err != nil {
+	if err := c.Call(ctx, api.MethodStatus, nil, &raw); err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
 	if *asJSON {
 		return printJSON(env.stdout, raw)
 	}
-	var st daemon.Status
+	var st api.Status
 	if err := ipc.Unmarshal(raw, &st); err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
@@ -43,8 +43,8 @@ func runStatus(ctx context.Context, env *cmdEnv, args []string) error {
 }
 
 // printStatus writes the status for people.
-func printStatus(w io.Writer, st *daemon.Status) {
-	if st.State == daemon.StateUnloaded {
+func printStatus(w io.Writer, st *api.Status) {
+	if st.State == api.StateUnloaded {
 		since := st.IdleSince
 		if t, err := time.Parse(time.RFC3339, since); err == nil {
 			since = t.Local().Format("2006-01-02 15:04:05")
@@ -84,7 +84,7 @@ func printStatus(w io.Writer, st *daemon.Status) {
 
 // printMemory writes status's memory lines: what the daemon holds, what the
 // fit check found, what the machine has.
-func printMemory(w io.Writer, m *ipc.MemoryStatus) {
+func printMemory(w io.Writer, m *api.MemoryStatus) {
 	fmt.Fprintf(w, "memory:    %s resident: weights %s, prefix cache %s of %s, scratch %s of %s\n",
 		mb(m.Resident), mb(m.Weights), mb(m.Cache), mb(m.CacheLimit), mb(m.Scratch), mb(m.ScratchLimit))
 	if m.Needs > 0 || m.Available > 0 {

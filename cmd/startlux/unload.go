@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/api"
 )
 
 // runUnload is "startlux unload": the daemon unloads its model now (the
@@ -25,11 +25,11 @@ func runUnload(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("unload: %w", err)
 	}
 	defer c.Close()
-	var st daemon.Status
-	if err := c.Call(ctx, daemon.MethodUnload, nil, &st); err != nil {
+	var st api.Status
+	if err := c.Call(ctx, api.MethodUnload, nil, &st); err != nil {
 		return fmt.Errorf("unload: %w", err)
 	}
-	if st.State != daemon.StateUnloaded {
+	if st.State != api.StateUnloaded {
 		fmt.Fprintf(env.stdout, "no model to unload (the daemon is %s)\n", st.State)
 		return nil
 	}
