@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/startlux/startlux/internal/settings"
 )
 
 // System is what the controller asks of the operating system.
@@ -46,6 +48,10 @@ type Options struct {
 	StartTimeout time.Duration
 	// ModelsDir is the folder "Open Models Folder…" opens.
 	ModelsDir string
+	// SettingsPath is the app's settings file (internal/settings), where
+	// "Unload When Idle" is kept for the daemon to read at its next start
+	// ("": the choice is only sent to the running daemon).
+	SettingsPath string
 	// OnQuit is called by the quit action after the child daemon stopped.
 	OnQuit func()
 }
@@ -262,6 +268,21 @@ func (c *Controller) Handle(ctx context.Context, action string) error {
 			c.opts.OnQuit()
 		}
 		return err
+	case action == ActionUnload:
+		c.setNotice("")
+		return c.report(ctx, c.daemon.Unload(ctx), "unload the model")
+	case strings.HasPrefix(action, ActionIdleUnload+":"):
+		c.setNotice("")
+		d, err := time.ParseDuration(strings.TrimPrefix(action, ActionIdleUnload+":"))
+		if err != nil || d < 0 {
+			return fmt.Errorf("menu action %q: want a duration of 0 or more", action)
+		}
+		if c.opts.SettingsPath != "" {
+			if err := settings.Update(c.opts.SettingsPath, func(s *settings.Settings) { s.SetIdleUnload(d) }); err != nil {
+				return c.report(ctx, err, "keep the idle-unload setting")
+			}
+		}
+		return c.report(ctx, c.daemon.SetIdleUnload(ctx, d), "set the idle-unload time")
 	case strings.HasPrefix(action, ActionUse+":"):
 		name := strings.TrimPrefix(action, ActionUse+":")
 		c.mu.Lock()

@@ -15,12 +15,13 @@ import (
 
 // fakeDaemon is a Daemon whose answers the test sets.
 type fakeDaemon struct {
-	mu     sync.Mutex
-	status api.Status
-	err    error
-	models []api.ModelEntry
-	loads  []string
-	loadFn func(name string) error
+	mu      sync.Mutex
+	status  api.Status
+	err     error
+	models  []api.ModelEntry
+	loads   []string
+	loadFn  func(name string) error
+	unloads int
 }
 
 func (f *fakeDaemon) Status(ctx context.Context) (api.Status, error) {
@@ -43,6 +44,23 @@ func (f *fakeDaemon) Load(ctx context.Context, name string) error {
 	if fn != nil {
 		return fn(name)
 	}
+	return nil
+}
+
+func (f *fakeDaemon) Unload(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unloads++
+	if f.status.State == api.StateReady {
+		f.status.State = api.StateUnloaded
+	}
+	return nil
+}
+
+func (f *fakeDaemon) SetIdleUnload(ctx context.Context, d time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.status.IdleUnloadS = d.Seconds()
 	return nil
 }
 

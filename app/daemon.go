@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/ipc"
@@ -20,6 +21,12 @@ type Daemon interface {
 	// Load switches the daemon to the named model and returns once it
 	// serves it (or the switch failed).
 	Load(ctx context.Context, name string) error
+	// Unload unloads the daemon's model, handing its memory back; the
+	// next decision loads it again.
+	Unload(ctx context.Context) error
+	// SetIdleUnload sets how long the daemon waits without a decision
+	// before it unloads the model (0: never).
+	SetIdleUnload(ctx context.Context, d time.Duration) error
 }
 
 // IPCDaemon talks to the daemon over its Unix socket. It keeps one
@@ -97,6 +104,23 @@ func (d *IPCDaemon) Models(ctx context.Context) ([]api.ModelEntry, error) {
 func (d *IPCDaemon) Load(ctx context.Context, name string) error {
 	if err := d.call(ctx, api.MethodLoad, api.LoadParams{Model: name}, nil); err != nil {
 		return fmt.Errorf("switch to model %s: %w", name, err)
+	}
+	return nil
+}
+
+// Unload implements [Daemon].
+func (d *IPCDaemon) Unload(ctx context.Context) error {
+	if err := d.call(ctx, api.MethodUnload, nil, nil); err != nil {
+		return fmt.Errorf("unload the model: %w", err)
+	}
+	return nil
+}
+
+// SetIdleUnload implements [Daemon].
+func (d *IPCDaemon) SetIdleUnload(ctx context.Context, dur time.Duration) error {
+	s := dur.Seconds()
+	if err := d.call(ctx, api.MethodConfigure, api.ConfigureParams{IdleUnloadS: &s}, nil); err != nil {
+		return fmt.Errorf("set idle unload to %v: %w", dur, err)
 	}
 	return nil
 }

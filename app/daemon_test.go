@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/internal/settings"
 	"github.com/startlux/startlux/internal/testenv"
 	"github.com/startlux/startlux/ipc"
 )
@@ -63,13 +64,20 @@ func longRequest() map[string]any {
 // TestControllerWithRealDaemon runs the real daemon (cmd/startlux serve) as
 // the app's child on a real socket and drives it through the controller:
 // start, the menu's model and cache figures, a request moving the cache, a
-// model switch from the menu, a restart, and a stopped daemon.
+// model switch from the menu, the memory lines, Unload Model and the
+// decision that loads it again, Unload When Idle kept in the settings file
+// across a restart, and a stopped daemon.
 func TestControllerWithRealDaemon(t *testing.T) {
 	testenv.LookPath(t, "go", "the Go toolchain")
 	dir := t.TempDir()
 	bin := buildDaemon(t, dir)
 	data := filepath.Join(dir, "data")
 	t.Setenv("XDG_DATA_HOME", data) // the child daemon inherits it
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "xdgconfig"))
+	settingsPath, err := settings.Path()
+	if err != nil {
+		t.Fatal(err)
+	}
 	models, err := api.ModelsDir()
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +91,7 @@ func TestControllerWithRealDaemon(t *testing.T) {
 	defer d.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := New(d, sys, Options{ModelsDir: models, CallTimeout: 10 * time.Second})
+	c := New(d, sys, Options{ModelsDir: models, SettingsPath: settingsPath, CallTimeout: 10 * time.Second})
 
 	// waitFor polls until the menu satisfies cond.
 	waitFor := func(what string, cond func(MenuState, string) bool) (MenuState, string) {
@@ -165,14 +173,62 @@ func TestControllerWithRealDaemon(t *testing.T) {
 		t.Errorf("menu after the switch:\n%s", txt)
 	}
 
-	// Restart: a new process serves again.
+	// The memory lines show what status reports, and it is real.
+	m := st.Status.Memory
+	if m.Resident <= m.Weights || m.Weights <= 0 || m.ScratchLimit <= 0 || m.CacheLimit != st.Status.SnapshotLimit {
+		t.Errorf("memory status %+v", m)
+	}
+	for _, want := range []string{
+		"Memory: " + FormatBytes(m.Resident) + " resident · weights " + FormatBytes(m.Weights),
+		"Scratch: " + FormatBytes(m.Scratch) + " / " + FormatBytes(m.ScratchLimit),
+		"✓ After 30 Minutes", // the default
+	} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("ready menu lacks %q:\n%s", want, txt)
+		}
+	}
+
+	// Unload When Idle: the daemon takes it now, the settings file keeps it.
+	if err := c.Handle(ctx, IdleUnloadAction(5*time.Minute)); err != nil {
+		t.Fatalf("unload when idle: %v", err)
+	}
+	if st := c.State(); st.Status.IdleUnloadS != 300 {
+		t.Errorf("after choosing 5 minutes the daemon unloads after %v s", st.Status.IdleUnloadS)
+	}
+	if s, err := settings.Load(settingsPath); err != nil || s.IdleUnload != "5m0s" {
+		t.Errorf("settings file after choosing 5 minutes: %+v %v", s, err)
+	}
+
+	// Unload Model: the daemon keeps serving its socket without the model,
+	// and the next decision loads it again.
+	if err := c.Handle(ctx, ActionUnload); err != nil {
+		t.Fatalf("unload: %v", err)
+	}
+	st, txt = waitFor("unloaded", func(s MenuState, _ string) bool { return s.Status.State == api.StateUnloaded })
+	if !strings.Contains(txt, "Model other unloaded (idle since ") || !strings.Contains(txt, "Memory: "+FormatBytes(st.Status.Memory.Resident)+" resident") {
+		t.Errorf("menu of an unloaded daemon:\n%s", txt)
+	}
+	if it, ok := c.Menu().Find(ActionUnload); !ok || it.Enabled {
+		t.Errorf("an unloaded daemon's menu offers Unload Model:\n%s", txt)
+	}
+	if err := cl.Call(ctx, api.MethodDecide, longRequest(), nil); err != nil {
+		t.Fatalf("decide after the unload: %v", err)
+	}
+	waitFor("reloaded", func(s MenuState, _ string) bool {
+		return s.Status.State == api.StateReady && strings.HasSuffix(s.Status.Model.Path, string(filepath.Separator)+"other")
+	})
+
+	// Restart: a new process serves again, with the setting kept.
 	pid := st.Status.PID
 	if err := c.Handle(ctx, ActionRestart); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("restarted", func(s MenuState, _ string) bool {
+	st, txt = waitFor("restarted", func(s MenuState, _ string) bool {
 		return s.StatusErr == nil && s.Status.PID != pid && s.Status.State == api.StateReady
 	})
+	if st.Status.IdleUnloadS != 300 || !strings.Contains(txt, "✓ After 5 Minutes") {
+		t.Errorf("after a restart the daemon unloads after %v s:\n%s", st.Status.IdleUnloadS, txt)
+	}
 
 	// Stopped: the menu says so and offers to start it.
 	if err := sys.Stop(); err != nil {

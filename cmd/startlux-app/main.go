@@ -25,6 +25,7 @@ import (
 
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/app"
+	"github.com/startlux/startlux/internal/settings"
 )
 
 func main() {
@@ -72,12 +73,16 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	settingsPath, err := settings.Path()
+	if err != nil {
+		return err
+	}
 	d := app.NewIPCDaemon(*socket)
 	defer d.Close()
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	ctrl := app.New(d, sys, app.Options{ModelsDir: models, OnQuit: cancel})
+	ctrl := app.New(d, sys, app.Options{ModelsDir: models, SettingsPath: settingsPath, OnQuit: cancel})
 	if *printMenu {
 		fmt.Print(ctrl.Poll(ctx).Text())
 		return nil
