@@ -239,7 +239,36 @@ var warmUpRequests = []string{
 	`{"evidence":{"store":"north","items":[{"name":"tape","qty":10},{"name":"fig","qty":9}]},"questions":{"a":{"type":"noul","instructions":"Is tape in stock?"},"b":{"type":"score","instructions":"How full is the store?","criteria":["empty","some","full"]},"c":{"type":"choice","instructions":"Which item has more?","criteria":{"tape":"tape","fig":"fig"}}}}`,
 }
 
-// warmUp runs the warm-up requests one at a time and then all together.
+// warmUpPages are the page sizes, in rows, warmed up after the short
+// requests, each with one question and with three (a yes/no, a choice and
+// a score): the shapes of real requests, so the first of each does not pay
+// for the buffers and kernels its passes need.
+var warmUpPages = []int{4, 40, 160}
+
+// warmUpPage returns a request about a page of rows of an inventory table,
+// with one question or with three.
+func warmUpPage(rows int, three bool) string {
+	var b strings.Builder
+	b.WriteString(`{"evidence":{"page":"inventory","rows":[`)
+	for i := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"item":"part %d","bin":"%c","qty":%d}`, i*7%97, 'A'+rune(i%4), i*13%17)
+	}
+	b.WriteString(`]},"questions":{"a":{"type":"noul","instructions":"Is any item on this page out of stock?"}`)
+	if three {
+		b.WriteString(`,"b":{"type":"choice","instructions":"Which bin holds the most items?","criteria":{"A":"bin A","B":"bin B","C":"bin C","other":"another bin"}}`)
+		b.WriteString(`,"c":{"type":"score","instructions":"How well stocked is this page?","criteria":["empty","low","normal","full"]}`)
+	}
+	b.WriteString(`}}`)
+	return b.String()
+}
+
+// warmUp runs the short warm-up requests one at a time, then all together,
+// then the pages of warmUpPages with one question and with three, and
+// drops the prefix states they left (no real request shares their
+// evidence).
 func warmUp(ctx context.Context, eng Engine) error {
 	var reqs []*decide.Request
 	for i, js := range warmUpRequests {
@@ -291,6 +320,24 @@ func warmUp(ctx context.Context, eng Engine) error {
 		if failed(err) {
 			return fmt.Errorf("warm-up batch, request %d: %w", i, err)
 		}
+	}
+	for _, rows := range warmUpPages {
+		for _, three := range []bool{false, true} {
+			r, err := decide.ParseJSON([]byte(warmUpPage(rows, three)))
+			if err != nil {
+				return fmt.Errorf("warm-up page of %d rows: %w", rows, err)
+			}
+			errs, err := run([]*decide.Request{r})
+			if err == nil && failed(errs[0]) {
+				err = errs[0]
+			}
+			if err != nil {
+				return fmt.Errorf("warm-up page of %d rows, %d questions: %w", rows, len(r.Questions), err)
+			}
+		}
+	}
+	if c, ok := eng.(interface{ ClearCache() }); ok {
+		c.ClearCache()
 	}
 	return nil
 }
