@@ -25,10 +25,12 @@ import (
 
 // daemonEnv names the socket a re-executed test binary serves the demo
 // model on (see TestMain), so that its memory can be measured alone;
-// daemonModelEnv, when set, names the checkpoint it serves instead.
+// daemonModelEnv, when set, names the checkpoint it serves instead;
+// daemonNoWarmupEnv, when set, turns its warm-up off.
 const (
-	daemonEnv      = "STARTLUX_TEST_DAEMON"
-	daemonModelEnv = "STARTLUX_TEST_DAEMON_MODEL"
+	daemonEnv         = "STARTLUX_TEST_DAEMON"
+	daemonModelEnv    = "STARTLUX_TEST_DAEMON_MODEL"
+	daemonNoWarmupEnv = "STARTLUX_TEST_DAEMON_NO_WARMUP"
 )
 
 func TestMain(m *testing.M) {
@@ -38,7 +40,7 @@ func TestMain(m *testing.M) {
 			io.Copy(io.Discard, os.Stdin)
 			cancel()
 		}()
-		err := Run(ctx, RunOptions{Socket: sock, Daemon: Options{Load: DecideLoader(LoaderOptions{}), ModelsDir: filepath.Dir(sock), Model: os.Getenv(daemonModelEnv)},
+		err := Run(ctx, RunOptions{Socket: sock, Daemon: Options{Load: DecideLoader(LoaderOptions{}), ModelsDir: filepath.Dir(sock), Model: os.Getenv(daemonModelEnv), NoWarmup: os.Getenv(daemonNoWarmupEnv) != ""},
 			Listening: func(string) { fmt.Println("listening") }})
 		if err != nil {
 			fmt.Println("daemon:", err)
