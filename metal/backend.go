@@ -35,11 +35,17 @@ func NewEmulatedContext(ctx context.Context, opts Options) (tensor.Backend, erro
 
 // newEmulated builds the emulated backend with extra kernel source.
 func newEmulated(ctx context.Context, opts Options, extra string) (*Backend, error) {
+	return newEmulatedDevice(ctx, opts, emuDevice{}, extra)
+}
+
+// newEmulatedDevice is newEmulated on an emulated device that lacks what
+// dev says (tests of the int8 probe's refusals).
+func newEmulatedDevice(ctx context.Context, opts Options, dev emuDevice, extra string) (*Backend, error) {
 	lib, _, err := buildEmu(ctx, opts, extra)
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{drv: &emuDriver{lib: lib}}, nil
+	return &Backend{drv: &emuDriver{lib: lib, dev: dev}}, nil
 }
 
 // newEmulatedLimits is the emulated backend placing weights as a device
@@ -90,8 +96,9 @@ type driver interface {
 // with which buffers on which grid; the driver runs them on the GPU or in the
 // emulator.
 type Backend struct {
-	drv driver
-	err error
+	drv  driver
+	err  error
+	int8 int8State
 }
 
 var _ tensor.Backend = (*Backend)(nil)
@@ -304,6 +311,12 @@ func (b *Backend) handle(w *tensor.Weight) *weightHandle {
 		if h.biases, h.bOff, err = b.drv.weight(q.Biases.Data, q.Biases.DType.Size()); err != nil {
 			panic(fmt.Sprintf("metal: weight %s: %v", q.Biases.Name, err))
 		}
+	} else if q := w.Int8; q != nil {
+		// The channel scales (float32) are the int8 weight's "scales".
+		if h.scales, h.sOff, err = b.drv.weight(float32Bytes(q.Scales), 4); err != nil {
+			panic(fmt.Sprintf("metal: weight %s: channel scales: %v", w.Name, err))
+		}
+		h.biases, h.bOff = h.scales, h.sOff
 	} else {
 		h.scales, h.sOff, h.biases, h.bOff = h.data, h.dOff, h.data, h.dOff
 	}
@@ -384,10 +397,15 @@ type warmer interface {
 }
 
 // WarmUp creates every kernel pipeline now, so that the first forward pass
-// does not pay for it. The emulator has nothing to warm.
+// does not pay for it (the emulator has none to create), then probes the
+// int8 kernels (see Int8Kernel). int8 being unavailable is not an error of
+// WarmUp; it returns an error when a float pipeline cannot be made or ctx
+// ends.
 func (b *Backend) WarmUp(ctx context.Context) error {
 	if w, ok := b.drv.(warmer); ok {
-		return w.warmUp(ctx)
+		if err := w.warmUp(ctx); err != nil {
+			return err
+		}
 	}
-	return nil
+	return b.probeInt8(ctx)
 }

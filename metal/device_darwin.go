@@ -157,13 +157,19 @@ func newMsgs(rt *objcrt.Runtime) msgs {
 	return m
 }
 
+var _ int8Driver = (*mtlDriver)(nil)
+
 type mtlDriver struct {
-	rt        *objcrt.Runtime
-	s         sels
-	m         msgs
-	dev       objc.ID
-	queue     objc.ID
-	lib       objc.ID
+	rt    *objcrt.Runtime
+	s     sels
+	m     msgs
+	dev   objc.ID
+	queue objc.ID
+	lib   objc.ID
+	// lib8 is the int8 library (0 until compileInt8), int8 the names of
+	// its kernels.
+	lib8      objc.ID
+	int8      map[string]bool
 	pipes     map[string]pipeline
 	cmd, enc  objc.ID
 	nDispatch int
@@ -274,21 +280,89 @@ func (d *mtlDriver) compile() error {
 	if err != nil {
 		return err
 	}
-	var ferr error
+	lib, msg := d.compileSource(src)
+	if lib == 0 {
+		return fmt.Errorf("metal: compile kernels: %s", msg)
+	}
+	d.lib = lib
+	return nil
+}
+
+// compileSource compiles MSL source into a library (retained, for the
+// caller to release), or returns 0 and the compiler's report.
+func (d *mtlDriver) compileSource(src string) (lib objc.ID, report string) {
 	d.rt.Pool(func() {
 		copts := d.m.id(d.m.id(objc.ID(objc.GetClass("MTLCompileOptions")), d.s.alloc), d.s.init)
 		defer d.m.void(copts, d.s.release)
-		// Precise math: RoPE angles reach thousands of radians.
+		// Precise math: RoPE angles reach thousands of radians, and the
+		// int8 quantiser's divisions must be correctly rounded.
 		// (fastMathEnabled is deprecated from macOS 15 in favour of
 		// mathMode, and still honoured.)
 		d.m.voidBool(copts, d.s.setFastMathEnabled, false)
 		var nserr objc.ID
-		d.lib = d.m.library(d.dev, d.s.newLibraryWithSource, d.rt.NSString(src), copts, &nserr)
-		if d.lib == 0 {
-			ferr = fmt.Errorf("metal: compile kernels: %s", d.describe(nserr))
+		lib = d.m.library(d.dev, d.s.newLibraryWithSource, d.rt.NSString(src), copts, &nserr)
+		if lib == 0 {
+			report = d.describe(nserr)
 		}
 	})
-	return ferr
+	return lib, report
+}
+
+// mtlGPUFamilyApple10 is MTLGPUFamilyApple10 (MTLDevice.h), the family of
+// the M5 generation, whose GPU cores carry the neural accelerators.
+const mtlGPUFamilyApple10 = 1010
+
+// neuralAccelerators reports whether the GPU is of MTLGPUFamilyApple10 or
+// later.
+func (d *mtlDriver) neuralAccelerators() (ok bool) {
+	d.rt.Pool(func() { ok = d.rt.SendBoolInt(d.dev, d.s.supportsFamily, mtlGPUFamilyApple10) })
+	return ok
+}
+
+// compileInt8Probe compiles the int8 probe and makes the pipeline of its
+// kernel, then releases both; the error is the compiler's message.
+func (d *mtlDriver) compileInt8Probe(ctx context.Context, src string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	lib, report := d.compileSource(src)
+	if lib == 0 {
+		return errors.New(compilerMessage(report))
+	}
+	p, err := d.newPipeline(lib, int8ProbeKernel)
+	d.rt.Pool(func() {
+		if err == nil {
+			d.m.void(p.state, d.s.release)
+		}
+		d.m.void(lib, d.s.release)
+	})
+	return err
+}
+
+// compileInt8 compiles the int8 library and makes the pipelines of its
+// kernels, which pipeline then takes from it.
+func (d *mtlDriver) compileInt8(ctx context.Context, src string, kernels []string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	lib, report := d.compileSource(src)
+	if lib == 0 {
+		return errors.New(compilerMessage(report))
+	}
+	d.lib8 = lib
+	d.int8 = map[string]bool{}
+	for _, k := range kernels {
+		d.int8[k] = true
+	}
+	for _, k := range kernels {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, err := d.pipeline(k); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // describe returns an NSError's localized description; call inside the
@@ -405,28 +479,37 @@ func (d *mtlDriver) pipeline(kernel string) (pipeline, error) {
 	if p, ok := d.pipes[kernel]; ok {
 		return p, nil
 	}
-	var p pipeline
-	var perr error
+	lib := d.lib
+	if d.int8[kernel] {
+		lib = d.lib8
+	}
+	p, err := d.newPipeline(lib, kernel)
+	if err != nil {
+		return p, err
+	}
+	d.pipes[kernel] = p
+	return p, nil
+}
+
+// newPipeline makes the compute pipeline of kernel in lib (retained, for
+// the caller to release).
+func (d *mtlDriver) newPipeline(lib objc.ID, kernel string) (p pipeline, err error) {
 	d.rt.Pool(func() {
-		fn := d.m.idID(d.lib, d.s.newFunctionWithName, d.rt.NSString(kernel))
+		fn := d.m.idID(lib, d.s.newFunctionWithName, d.rt.NSString(kernel))
 		if fn == 0 {
-			perr = fmt.Errorf("metal: no kernel %q in the library", kernel)
+			err = fmt.Errorf("metal: no kernel %q in the library", kernel)
 			return
 		}
 		defer d.m.void(fn, d.s.release)
 		var nserr objc.ID
 		p.state = d.m.pipelineState(d.dev, d.s.newComputePipelineState, fn, &nserr)
 		if p.state == 0 {
-			perr = fmt.Errorf("metal: pipeline %s: %s", kernel, d.describe(nserr))
+			err = fmt.Errorf("metal: pipeline %s: %s", kernel, d.describe(nserr))
 			return
 		}
 		p.maxThreads = int(d.rt.SendUint(p.state, d.s.maxTotalThreads))
 	})
-	if perr != nil {
-		return p, perr
-	}
-	d.pipes[kernel] = p
-	return p, nil
+	return p, err
 }
 
 // warmUp creates the pipeline of every kernel in the library.
@@ -583,10 +666,10 @@ func (d *mtlDriver) release() {
 	for _, b := range d.place.bufs {
 		d.m.void(b.(*mtlBuf).id, d.s.release)
 	}
-	for _, id := range []objc.ID{d.lib, d.queue, d.dev} {
+	for _, id := range []objc.ID{d.lib, d.lib8, d.queue, d.dev} {
 		if id != 0 {
 			d.m.void(id, d.s.release)
 		}
 	}
-	d.pipes, d.place.regions, d.place.bufs, d.lib, d.queue, d.dev = nil, nil, nil, 0, 0, 0
+	d.pipes, d.place.regions, d.place.bufs, d.lib, d.lib8, d.queue, d.dev = nil, nil, nil, 0, 0, 0, 0
 }

@@ -8,3 +8,7 @@ import "github.com/startlux/startlux/tensor"
 // emulator (clang-19). Built with -tags mactest (./build.sh mac-test on a
 // Mac), they run on the GPU instead (device_mac_test.go).
 func openUnderTest() (tensor.Backend, error) { return NewEmulated(Options{}) }
+
+// int8Required: the emulator models an M5 with Metal Performance
+// Primitives, so the int8 kernels must be available under it.
+const int8Required = true

@@ -10,3 +10,7 @@ import "github.com/startlux/startlux/tensor"
 // out. Off Apple Silicon New fails, and so does every such test: the tag
 // never skips silently.
 func openUnderTest() (tensor.Backend, error) { return New(Options{}) }
+
+// int8Required: a Mac's GPU may lack what the int8 kernels need (an M5,
+// macOS 26); the int8 tests then check the refusal instead.
+const int8Required = false

@@ -23,6 +23,15 @@ var emuPrelude string
 //go:embed emu/runtime.cpp
 var emuRuntime string
 
+//go:embed emu/metal_tensor.h
+var emuTensorHeader string
+
+//go:embed emu/mpp.h
+var emuMPPHeader string
+
+// emuMPPPath is where the kernels include Metal Performance Primitives from.
+const emuMPPPath = "MetalPerformancePrimitives/MetalPerformancePrimitives.h"
+
 // emuCompilers are tried in order when Options.Compiler is empty.
 var emuCompilers = []string{"clang++-19", "/usr/bin/clang++-19", "clang++"}
 
@@ -33,6 +42,9 @@ var emuFlags = []string{"-std=c++20", "-O2", "-fPIC", "-w", "-fno-strict-aliasin
 type emuLib struct {
 	dispatch uintptr
 	entries  map[string]uintptr
+	// cxx is the compiler it was built with and root the cache directory
+	// above it (the int8 probe compiles with the same, and is cached there).
+	cxx, root string
 }
 
 // findCompiler returns the C++ compiler to use.
@@ -61,13 +73,18 @@ func isClang19(path string) bool {
 }
 
 // buildEmu compiles (or finds in the cache) the emulator library for the
-// embedded kernels, plus extra kernel source (tests), and loads it.
+// embedded kernels (the float library, then the int8 one), plus extra
+// kernel source (tests), and loads it.
 func buildEmu(ctx context.Context, opts Options, extra string) (*emuLib, []kernelEntry, error) {
 	src, err := librarySource()
 	if err != nil {
 		return nil, nil, err
 	}
-	src += extra
+	src8, err := int8LibrarySource()
+	if err != nil {
+		return nil, nil, err
+	}
+	src += src8 + extra
 	ks, err := parseKernels(src)
 	if err != nil {
 		return nil, nil, fmt.Errorf("metal emulator: parse kernels: %w", err)
@@ -78,7 +95,7 @@ func buildEmu(ctx context.Context, opts Options, extra string) (*emuLib, []kerne
 	}
 	unit := src + "\n// ---- generated entries ----\n" + emuEntries(ks)
 	h := sha256.New()
-	for _, s := range []string{cxx, strings.Join(emuFlags, " "), emuPrelude, emuRuntime, unit, runtime.GOOS, runtime.GOARCH} {
+	for _, s := range []string{cxx, strings.Join(emuFlags, " "), emuPrelude, emuTensorHeader, emuMPPHeader, emuRuntime, unit, runtime.GOOS, runtime.GOARCH} {
 		h.Write([]byte(s))
 		h.Write([]byte{0})
 	}
@@ -104,7 +121,36 @@ func buildEmu(ctx context.Context, opts Options, extra string) (*emuLib, []kerne
 	if err != nil {
 		return nil, nil, err
 	}
+	l.cxx, l.root = cxx, filepath.Dir(dir)
 	return l, ks, nil
+}
+
+// emuHeaders are the headers the kernels include, by path under the
+// include directory: the prelude as <metal_stdlib>, <metal_tensor> and,
+// unless mpp is false (an SDK without it), Metal Performance Primitives.
+func emuHeaders(mpp bool) map[string]string {
+	h := map[string]string{
+		"metal_stdlib": "#pragma once\n" + emuPrelude,
+		"metal_tensor": emuTensorHeader,
+	}
+	if mpp {
+		h[emuMPPPath] = emuMPPHeader
+	}
+	return h
+}
+
+// writeFiles writes files (by path under dir), making their directories.
+func writeFiles(dir string, files map[string]string) error {
+	for p, s := range files {
+		p = filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return fmt.Errorf("metal emulator: %w", err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			return fmt.Errorf("metal emulator: %w", err)
+		}
+	}
+	return nil
 }
 
 // compileEmu builds the library in a fresh temporary directory and renames
@@ -119,18 +165,11 @@ func compileEmu(ctx context.Context, cxx, dir, lib, unit string) error {
 	}
 	defer os.RemoveAll(tmp)
 	inc := filepath.Join(tmp, "include")
-	files := map[string]string{
-		filepath.Join(inc, "metal_stdlib"): "#pragma once\n" + emuPrelude,
-		filepath.Join(tmp, "kernels.cpp"):  unit,
-		filepath.Join(tmp, "runtime.cpp"):  emuRuntime,
+	if err := writeFiles(inc, emuHeaders(true)); err != nil {
+		return err
 	}
-	if err := os.MkdirAll(inc, 0o755); err != nil {
-		return fmt.Errorf("metal emulator: %w", err)
-	}
-	for p, s := range files {
-		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
-			return fmt.Errorf("metal emulator: %w", err)
-		}
+	if err := writeFiles(tmp, map[string]string{"kernels.cpp": unit, "runtime.cpp": emuRuntime}); err != nil {
+		return err
 	}
 	// The two translation units compile in parallel, then link.
 	var wg sync.WaitGroup
@@ -243,7 +282,26 @@ type emuDriver struct {
 	// place, when set, makes the driver place weights as a device with
 	// place.lim would; nil aliases every weight's bytes.
 	place *placement
+	// dev is what the emulated device lacks (tests).
+	dev emuDevice
 }
+
+// emuDevice models, for tests, an emulated device short of what the int8
+// kernels need. The zero value is a GPU with neural accelerators and an SDK
+// with Metal Performance Primitives (an M5 on macOS 26).
+type emuDevice struct {
+	// noAccelerators models a GPU without neural accelerators (before
+	// MTLGPUFamilyApple10).
+	noAccelerators bool
+	// noMPP models an SDK without Metal Performance Primitives: the int8
+	// probe then fails to compile, with clang's message.
+	noMPP bool
+	// int8Fault makes every mm_i8 dispatch flip the lowest bit of its
+	// first output element, as a GPU computing int8 wrongly would.
+	int8Fault bool
+}
+
+var _ int8Driver = (*emuDriver)(nil)
 
 // emuCall is one recorded dispatch.
 type emuCall struct {
@@ -370,6 +428,14 @@ func (d *emuDriver) run(kernel string, groups, threads [3]int, binds []binding) 
 			msg = msg[:i]
 		}
 		d.err = fmt.Errorf("metal emulator: kernel %s: %s", kernel, msg)
+		return
+	}
+	if d.dev.int8Fault && strings.HasPrefix(kernel, "mm_i8_") {
+		for _, b := range binds {
+			if b.index == 0 {
+				b.buf.(*emuBuf).data[b.off] ^= 1
+			}
+		}
 	}
 }
 
@@ -394,3 +460,59 @@ func (d *emuDriver) wait(ctx context.Context) error {
 }
 
 func (d *emuDriver) close() {}
+
+// neuralAccelerators reports what the emulated device models: an M5-class
+// GPU unless a test says otherwise.
+func (d *emuDriver) neuralAccelerators() bool { return !d.dev.noAccelerators }
+
+// compileInt8Probe compiles the probe source as the kernels are compiled
+// (clang, the prelude, the emulated <metal_tensor> and Metal Performance
+// Primitives headers), checking it only (-fsyntax-only): the emulator runs
+// nothing of the probe. A probe that compiled is remembered in the cache.
+func (d *emuDriver) compileInt8Probe(ctx context.Context, src string) error {
+	mpp := !d.dev.noMPP
+	args := append(append([]string{}, emuFlags...), "-fsyntax-only", "-x", "c++", "-I", "include", "int8_probe.metal")
+	h := sha256.New()
+	for _, s := range []string{d.lib.cxx, strings.Join(args, " "), emuPrelude, emuTensorHeader, fmt.Sprint(mpp), emuMPPHeader, src} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	mark := filepath.Join(d.lib.root, "probes", hex.EncodeToString(h.Sum(nil))[:24]+".ok")
+	if _, err := os.Stat(mark); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(mark), 0o755); err != nil {
+		return fmt.Errorf("metal emulator: cache dir: %w", err)
+	}
+	tmp, err := os.MkdirTemp(filepath.Dir(mark), "probe-")
+	if err != nil {
+		return fmt.Errorf("metal emulator: cache dir: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if err := writeFiles(filepath.Join(tmp, "include"), emuHeaders(mpp)); err != nil {
+		return err
+	}
+	if err := writeFiles(tmp, map[string]string{"int8_probe.metal": src}); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, d.lib.cxx, args...)
+	cmd.Dir = tmp
+	if out, err := cmd.CombinedOutput(); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return errors.New(compilerMessage(string(out)))
+	}
+	return os.WriteFile(mark, nil, 0o644)
+}
+
+// compileInt8 checks that the emulator library holds the int8 kernels
+// (buildEmu compiled them with the float ones).
+func (d *emuDriver) compileInt8(ctx context.Context, src string, kernels []string) error {
+	for _, k := range kernels {
+		if _, ok := d.lib.entries[k]; !ok {
+			return fmt.Errorf("metal emulator: no kernel %q in the library", k)
+		}
+	}
+	return nil
+}

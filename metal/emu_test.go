@@ -92,6 +92,57 @@ kernel void t_simd_diverge(device float* out [[buffer(0)]], uint tid [[thread_in
   if (tid == 5) return;
   out[tid] = simd_sum(1.0f);
 }
+
+// The MPP subset (after the int8 library, kernels/int8/mpp.metal). t_i8_acc
+// is the int8 kernels' tile with the raw int32 sums as its output.
+struct I8Raw {
+  device int* out;
+  uint ld;
+  void put(uint r, uint c, int acc) const { out[r * ld + c] = acc; }
+};
+
+kernel void t_i8_acc(device int* out [[buffer(0)]], device const int8_t* q [[buffer(1)]],
+                     device const int8_t* w [[buffer(3)]], constant I8Params& p [[buffer(5)]],
+                     uint2 tg [[threadgroup_position_in_grid]]) {
+  I8Raw o = {out, p.out_cols};
+  if (p.rows > 32)
+    i8_tile<64>(o, q, w, p, tg);
+  else
+    i8_tile<32>(o, q, w, p, tg);
+}
+
+// t_mm2d: a 24 × 20 matmul2d (a tile that leaves slots of the destination
+// unused) of a [m, k_left] by a [n, k_right] read transposed,
+// multiply_accumulate; every element the threads hold is stored by its
+// coordinates with the thread that held it. Modes: 0 as written, 1 thread 5
+// skips run, 2 every thread writes its last slot unchecked, 3 the
+// destination is not zeroed first.
+struct MM2DParams {
+  uint mode, m, n, k_left, k_right;
+};
+
+kernel void t_mm2d(device int* out [[buffer(0)]], device int* holder [[buffer(1)]], device const int8_t* a [[buffer(2)]],
+                   device const int8_t* b [[buffer(3)]], constant MM2DParams& p [[buffer(4)]],
+                   uint tid [[thread_index_in_threadgroup]]) {
+  if (p.mode == 1 && tid == 5) return;
+  tensor<device int8_t, dextents<int32_t, 2>, tensor_inline> ta((device int8_t*)a, dextents<int32_t, 2>(int(p.k_left), int(p.m)));
+  tensor<device int8_t, dextents<int32_t, 2>, tensor_inline> tb((device int8_t*)b, dextents<int32_t, 2>(int(p.k_right), int(p.n)));
+  matmul2d<matmul2d_descriptor(24, 20, static_cast<int>(dynamic_extent), false, true, false,
+                               matmul2d_descriptor::mode::multiply_accumulate),
+           execution_simdgroups<4>>
+      mm;
+  auto c = mm.get_destination_cooperative_tensor<decltype(ta), decltype(tb), int32_t>();
+  for (uint16_t i = 0; i < c.get_capacity(); i++)
+    if (p.mode != 3 && c.is_valid_element(i)) c[i] = 0;
+  if (p.mode == 2) c[c.get_capacity() - 1] = 0;
+  mm.run(ta, tb, c);
+  for (uint16_t i = 0; i < c.get_capacity(); i++) {
+    if (!c.is_valid_element(i)) continue;
+    auto at = c.get_multidimensional_index(i);
+    out[at[1] * 20 + at[0]] = c[i];
+    holder[at[1] * 20 + at[0]] = int(tid);
+  }
+}
 `
 
 func emuTest(t *testing.T) *Backend {

@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-//go:embed kernels/*.metal
+//go:embed kernels/*.metal kernels/int8/*.metal
 var kernelFS embed.FS
 
 // librarySource returns the Metal library source: kernels/common.metal
@@ -27,6 +27,27 @@ func librarySource() (string, error) {
 		}
 		return names[i] < names[j]
 	})
+	return joinKernels(names...)
+}
+
+// int8LibrarySource returns the source of the int8 library, compiled apart
+// from the float library (it needs Metal 4 tensors and Metal Performance
+// Primitives): kernels/int8/mpp.metal followed by int8.metal.
+func int8LibrarySource() (string, error) {
+	return joinKernels("kernels/int8/mpp.metal", "kernels/int8/int8.metal")
+}
+
+// int8ProbeSource returns the source of the int8 probe: kernels/int8/mpp.metal
+// (the descriptors, types and tile function of the int8 kernels) followed by
+// probe.metal.
+func int8ProbeSource() (string, error) {
+	return joinKernels("kernels/int8/mpp.metal", "kernels/int8/probe.metal")
+}
+
+// int8ProbeKernel is the probe's one kernel, whose pipeline the probe makes.
+const int8ProbeKernel = "i8_probe"
+
+func joinKernels(names ...string) (string, error) {
 	var b strings.Builder
 	for _, n := range names {
 		src, err := kernelFS.ReadFile(n)

@@ -32,7 +32,9 @@ func (b *Backend) Embed(out tensor.Tensor, w *tensor.Weight, ids []int32) {
 // mvMaxRows is the largest row count that takes the matrix-vector kernel.
 const mvMaxRows = 8
 
-// MatMul computes out[rows, O] = x[rows, I] · wᵀ.
+// MatMul computes out[rows, O] = x[rows, I] · wᵀ. An int8 weight runs the
+// W8A8 product of tensor/int8.go on the int8 kernels (int8.go), which must
+// be available (Int8Kernel); otherwise MatMul panics with the reason.
 func (b *Backend) MatMul(out, x tensor.Tensor, w *tensor.Weight, rows int) {
 	o, in := w.Rows(), w.Cols()
 	if rows == 0 || o == 0 {
@@ -40,6 +42,10 @@ func (b *Backend) MatMul(out, x tensor.Tensor, w *tensor.Weight, rows int) {
 	}
 	checkRange("matmul input", 0, rows*in, x.Len())
 	checkRange("matmul output", 0, rows*o, out.Len())
+	if w.DType == tensor.I8 {
+		b.matMulInt8(out, x, w, rows)
+		return
+	}
 	h := b.handle(w)
 	if rows <= mvMaxRows {
 		k, lp := rowsKernel("mv", w)

@@ -15,16 +15,18 @@ import (
 // vector by vector. It knows nothing of Qwen; the whole-model check (the
 // demo model's letter logits) belongs to the caller.
 
-// WeightForm is a stored form of weights MatMul reads: a float dtype, or
-// MLX affine quantisation (Bits > 0) with scales and biases of DType.
+// WeightForm is a stored form of weights MatMul reads: a float dtype, MLX
+// affine quantisation (Bits > 0) with scales and biases of DType, or int8
+// (DType tensor.I8, the W8A8 weights of tensor/int8.go).
 type WeightForm struct {
 	DType       tensor.DType
 	Bits, Group int
 }
 
-// String names the form as the kernels' suffixes do ("bf16", "q4g64_bf16").
+// String names the form as the kernels' suffixes do ("bf16", "q4g64_bf16",
+// "i8").
 func (f WeightForm) String() string {
-	d := map[tensor.DType]string{tensor.F32: "f32", tensor.F16: "f16", tensor.BF16: "bf16"}[f.DType]
+	d := map[tensor.DType]string{tensor.F32: "f32", tensor.F16: "f16", tensor.BF16: "bf16", tensor.I8: "i8"}[f.DType]
 	if d == "" {
 		d = f.DType.String()
 	}
@@ -37,7 +39,8 @@ func (f WeightForm) String() string {
 // FamilyResult is the outcome of one kernel family.
 type FamilyResult struct {
 	// Family names it: "elementwise", "copy", "embed bf16", "matmul
-	// q4g64_bf16", "rmsnorm", "rope", "attention", "conv", "gated delta".
+	// q4g64_bf16", "matmul i8", "rmsnorm", "rope", "attention", "conv",
+	// "gated delta".
 	Family string
 	// MaxRel is the largest relative error of one output vector against
 	// the reference, and Tol its bound.
@@ -55,19 +58,26 @@ func (r FamilyResult) OK() bool { return r.Err == nil && r.MaxRel <= r.Tol }
 
 // Note is the line a daemon shows when the family fails, such as "Metal
 // disabled: attention kernel differs from the CPU by 3.1e-02 at head 2 of
-// token 5"; "" when it passed.
+// token 5"; "" when it passed. A failed int8 family disables int8 only:
+// "int8 disabled: …".
 func (r FamilyResult) Note() string {
+	off := "Metal"
+	if r.Family == int8Family {
+		off = "int8"
+	}
 	switch {
 	case r.Err != nil:
-		return fmt.Sprintf("Metal disabled: %s kernel failed: %v", r.Family, r.Err)
+		return fmt.Sprintf("%s disabled: %s kernel failed: %v", off, r.Family, r.Err)
 	case r.MaxRel > r.Tol:
-		return fmt.Sprintf("Metal disabled: %s kernel differs from the CPU by %.1e at %s", r.Family, r.MaxRel, r.Where)
+		return fmt.Sprintf("%s disabled: %s kernel differs from the CPU by %.1e at %s", off, r.Family, r.MaxRel, r.Where)
 	}
 	return ""
 }
 
-// AllWeightForms are the forms the kernels are instantiated for, each
-// probed when SelfCheck is given none.
+// AllWeightForms are the float and MLX-quantised forms the kernels are
+// instantiated for, each probed when SelfCheck is given none. The int8 form
+// ({DType: tensor.I8}) is not among them: it runs only where the int8
+// kernels are available, and is checked when a caller names it.
 func AllWeightForms() []WeightForm {
 	return []WeightForm{
 		{DType: tensor.F32}, {DType: tensor.F16}, {DType: tensor.BF16},
@@ -81,9 +91,12 @@ func AllWeightForms() []WeightForm {
 // each weight form of forms (all of AllWeightForms when nil; a daemon
 // passes those of its checkpoint), both norms, RoPE, attention with a
 // prefix and padding, the causal conv with its states, and the chunked
-// gated delta rule with its states. Inputs are fixed pseudo-random data, so
-// a run is repeatable. A family that panics, fails to run or runs past ctx
-// is reported with Err; the others still run.
+// gated delta rule with its states. The int8 form gets one family, "matmul
+// i8": the int8 self-check that Int8Kernel's probe runs (selfcheck_int8.go),
+// against tensor.Int8MatMul rather than ref, failed with the reason when be
+// reports int8 unavailable. Inputs are fixed pseudo-random data, so a run
+// is repeatable. A family that panics, fails to run or runs past ctx is
+// reported with Err; the others still run.
 func SelfCheck(ctx context.Context, be, ref tensor.Backend, forms []WeightForm) []FamilyResult {
 	if forms == nil {
 		forms = AllWeightForms()
@@ -95,6 +108,10 @@ func SelfCheck(ctx context.Context, be, ref tensor.Backend, forms []WeightForm) 
 	fams := []family{{"elementwise", probeElementwise}, {"copy", probeCopy}}
 	for _, f := range forms {
 		f := f
+		if f.DType == tensor.I8 {
+			fams = append(fams, family{int8Family, probeInt8})
+			continue
+		}
 		fams = append(fams, family{"embed " + f.String(), func(p *probe) { probeEmbed(p, f) }},
 			family{"matmul " + f.String(), func(p *probe) { probeMatMul(p, f) }})
 	}
@@ -110,7 +127,8 @@ func SelfCheck(ctx context.Context, be, ref tensor.Backend, forms []WeightForm) 
 	return out
 }
 
-// probe is one family's run: its inputs on both backends and its result.
+// probe is one family's run: its inputs on both backends (on be only when
+// ref is nil, as for the int8 self-check) and its result.
 type probe struct {
 	ctx     context.Context
 	be, ref tensor.Backend
@@ -128,8 +146,12 @@ func (p *probe) runGuarded(f func(*probe)) {
 			p.res.Err = fmt.Errorf("panic: %v", r)
 		}
 		for _, t := range p.held {
-			p.be.Free(t.b)
-			p.ref.Free(t.r)
+			if t.b != nil {
+				p.be.Free(t.b)
+			}
+			if t.r != nil {
+				p.ref.Free(t.r)
+			}
 		}
 		// A failure of this family must not be reported by the next.
 		if err := p.be.Sync(context.WithoutCancel(p.ctx)); err != nil && p.res.Err == nil {

@@ -4,6 +4,7 @@
 // provided by the runtime (runtime.cpp, a separate translation unit).
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 extern "C" {
@@ -11,6 +12,18 @@ void emu_threadgroup_barrier(void);
 void* emu_simd_exchange(const void* v, uint32_t size);
 uint32_t emu_simd_lanes(void);
 uint32_t emu_lane(void);
+uint32_t emu_thread_index(void);
+uint32_t emu_threads(void);
+__attribute__((noreturn)) void emu_abort(const char* msg);
+}
+
+// emu_abortf fails the dispatch with a formatted message (a misuse of an
+// MSL facility that a GPU would leave undefined).
+template <typename... A>
+__attribute__((noreturn)) inline void emu_abortf(const char* format, A... args) {
+  char msg[256];
+  snprintf(msg, sizeof msg, format, args...);
+  emu_abort(msg);
 }
 
 // ---- scalar and vector types ----
@@ -86,6 +99,7 @@ namespace metal {
   EMU_F1(cos, __builtin_cosf)                                               \
   EMU_F1(sin, __builtin_sinf)                                               \
   EMU_F1(tanh, __builtin_tanhf)                                             \
+  EMU_F1(rint, __builtin_rintf)                                             \
   inline float rsqrt(float x) { return 1.0f / __builtin_sqrtf(x); }         \
   inline float pow(float x, float y) { return __builtin_powf(x, y); }       \
   inline float powr(float x, float y) { return __builtin_powf(x, y); }      \
@@ -115,6 +129,15 @@ template <typename T>
 inline T clamp(T x, T lo, T hi) { return min(max(x, lo), hi); }
 template <typename T>
 inline T select(T a, T b, bool c) { return c ? b : a; }
+
+// array is metal::array: a fixed-size aggregate.
+template <typename T, size_t N>
+struct array {
+  T v[N];
+  T& operator[](size_t i) { return v[i]; }
+  const T& operator[](size_t i) const { return v[i]; }
+  static constexpr size_t size() { return N; }
+};
 
 // ---- SIMD-group functions (32 lanes; a partial last group has fewer) ----
 template <typename T>

@@ -314,6 +314,23 @@ uint32_t emu_simd_lanes(void) { return cur->g->lanes(cur->sg); }
 // emu_lane returns the calling thread's lane in its SIMD-group.
 uint32_t emu_lane(void) { return cur->lane; }
 
+// emu_thread_index returns the calling thread's index in its threadgroup.
+uint32_t emu_thread_index(void) { return cur->tid; }
+
+// emu_threads returns the number of threads of the calling thread's group.
+uint32_t emu_threads(void) { return cur->g->n; }
+
+// emu_abort fails the dispatch with msg (a kernel's misuse of an MSL
+// facility that the prelude detects) and ends the calling thread.
+void emu_abort(const char* msg) {
+  Group* g = cur->g;
+  {
+    std::lock_guard<std::mutex> l(g->mu);
+    fail_locked(g, msg);
+  }
+  throw Abort{};
+}
+
 // emu_dispatch runs grid[0]·grid[1]·grid[2] threadgroups of tg[0]·tg[1]·tg[2]
 // threads each, one group at a time. It returns 0, or -1 with a message in
 // err when a group was aborted.
