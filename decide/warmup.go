@@ -77,18 +77,13 @@ func (c *PointerConfig) warmUpRows(tok Encoder) [][]int32 {
 	})
 }
 
-// int8Smooth is the SmoothQuant strength of an int8 engine, applied to
-// down_proj's input (model.SmoothDown): of the inputs tried, the only one
-// whose smoothing lowered the accuracy gates' error (docs/int8.md).
-const int8Smooth = 0.5
-
 // int8Options returns the model's int8 options for o (nil: float
 // projections), calibrating on rows when it smooths.
 func (o Options) int8Options(rows func() [][]int32) *model.Int8Options {
 	if !o.Int8 {
 		return nil
 	}
-	io := &model.Int8Options{Smooth: int8Smooth, SmoothInputs: model.SmoothDown}
+	io := &model.Int8Options{Smooth: model.DefaultSmooth, SmoothInputs: model.SmoothDown}
 	if o.int8Tune != nil {
 		o.int8Tune(io)
 	}

@@ -48,6 +48,12 @@ type Int8Options struct {
 	SmoothInputs SmoothInputs
 }
 
+// DefaultSmooth is the SmoothQuant strength int8 engines use (decide's
+// Options.Int8, the prefill benchmark), with the default SmoothInputs
+// (down_proj's input): of the inputs tried, the only one whose smoothing
+// lowered the accuracy gates' error (docs/int8.md).
+const DefaultSmooth = 0.5
+
 // Int8 returns the name of the backend's int8 kernel when the model's
 // projections are int8 ("avx2", say), or "" when they are float.
 func (m *Model) Int8() string { return m.int8 }
