@@ -30,9 +30,11 @@ type Engine interface {
 	Close() error
 }
 
-// Loader opens the checkpoint in dir ("" for the embedded demo), reporting
-// bytes read through progress, and describes it.
-type Loader func(ctx context.Context, dir string, progress func(done, total int64)) (Engine, ModelStatus, error)
+// Loader opens the checkpoint in dir ("" for the embedded demo), with its
+// large projections as int8 products when useInt8 is set (refusing when the
+// backend has none), reporting bytes read (and converted) through
+// progress, and describes it.
+type Loader func(ctx context.Context, dir string, useInt8 bool, progress func(done, total int64)) (Engine, ModelStatus, error)
 
 // Options configures a [Daemon].
 type Options struct {
@@ -52,6 +54,10 @@ type Options struct {
 	MaxBatch int
 	// NoWarmup skips the warm-up requests run after each load.
 	NoWarmup bool
+	// Int8 loads the first model with int8 projections; a load that does
+	// not say (the load method without "int8") keeps the setting of the
+	// last model put in service.
+	Int8 bool
 	// Progress, if set, is told about load progress (for terminals).
 	Progress func(LoadProgress)
 	// Logger receives events; nil discards them.
@@ -68,8 +74,9 @@ type Daemon struct {
 	wake    chan struct{} // nudges the worker (capacity 1)
 	done    chan struct{} // closed when the worker has exited
 
-	mu        sync.Mutex // guards state, loadErr, cur, progress, queue, lastBatch, stopping
+	mu        sync.Mutex // guards state, loadErr, cur, progress, queue, lastBatch, stopping, int8
 	state     string
+	int8      bool // the int8 setting of the model in service (Options.Int8 before the first)
 	loadErr   string
 	cur       *loaded
 	progress  *LoadProgress
@@ -117,6 +124,7 @@ func New(opts Options) *Daemon {
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		state:   StateLoading,
+		int8:    opts.Int8,
 	}
 }
 
@@ -126,7 +134,7 @@ func New(opts Options) *Daemon {
 func (d *Daemon) Start() {
 	go d.worker()
 	go func() {
-		if err := d.load(d.opts.Model); err != nil {
+		if err := d.load(d.opts.Model, d.opts.Int8); err != nil {
 			d.opts.Logger.Error("loading the model failed", "model", d.opts.Model, "err", err)
 		}
 	}()

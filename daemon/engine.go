@@ -3,10 +3,12 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/startlux/startlux"
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/model"
 	"github.com/startlux/startlux/tensor"
 )
 
@@ -28,7 +30,7 @@ type LoaderOptions struct {
 // DecideLoader returns the [Loader] of real models: decide engines, on the
 // embedded demo checkpoint for dir "".
 func DecideLoader(lo LoaderOptions) Loader {
-	return func(ctx context.Context, dir string, progress func(done, total int64)) (Engine, ModelStatus, error) {
+	return func(ctx context.Context, dir string, useInt8 bool, progress func(done, total int64)) (Engine, ModelStatus, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, ModelStatus{}, err
 		}
@@ -46,7 +48,7 @@ func DecideLoader(lo LoaderOptions) Loader {
 				return nil, ModelStatus{}, fmt.Errorf("backend %s: warm up: %w", be.Name(), err)
 			}
 		}
-		opts := decide.Options{CacheLimit: lo.CacheLimit, Progress: progress}
+		opts := decide.Options{CacheLimit: lo.CacheLimit, Progress: progress, Int8: useInt8}
 		var e *decide.Engine
 		if dir == "" {
 			e, err = decide.OpenFS(startlux.DemoModel(), DemoPath, be, opts)
@@ -57,6 +59,11 @@ func DecideLoader(lo LoaderOptions) Loader {
 			return nil, ModelStatus{}, err
 		}
 		info := e.Info()
-		return e, ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend}, nil
+		st := ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend,
+			Int8: info.Int8 != "", Int8Kernel: info.Int8, WeightBytes: info.WeightBytes}
+		if _, err := model.Int8Kernel(be); err != nil {
+			st.Int8Unavailable = strings.TrimPrefix(err.Error(), "int8: ")
+		}
+		return e, st, nil
 	}
 }

@@ -118,6 +118,7 @@ type fakeLoader struct {
 	delay    time.Duration
 	loadGate chan struct{}
 	fail     string
+	noInt8   string // when set, int8 loads fail and statuses say so, with this reason
 }
 
 func newFakeLoader() *fakeLoader {
@@ -167,7 +168,7 @@ func (l *fakeLoader) open(dir string) *fakeEngine {
 	return e
 }
 
-func (l *fakeLoader) load(ctx context.Context, dir string, progress func(done, total int64)) (Engine, ModelStatus, error) {
+func (l *fakeLoader) load(ctx context.Context, dir string, useInt8 bool, progress func(done, total int64)) (Engine, ModelStatus, error) {
 	progress(0, 100)
 	if l.loadGate != nil {
 		select {
@@ -179,10 +180,17 @@ func (l *fakeLoader) load(ctx context.Context, dir string, progress func(done, t
 	if dir == l.fail && dir != "" {
 		return nil, ModelStatus{}, errors.New("no such checkpoint")
 	}
+	if useInt8 && l.noInt8 != "" {
+		return nil, ModelStatus{}, errors.New("int8: " + l.noInt8)
+	}
 	progress(100, 100)
 	name := dir
 	if name == "" {
 		name = "demo-decision"
 	}
-	return l.open(dir), ModelStatus{Name: name, Path: dir, Backend: "fake"}, nil
+	st := ModelStatus{Name: name, Path: dir, Backend: "fake", Int8: useInt8, Int8Unavailable: l.noInt8, WeightBytes: 1000}
+	if useInt8 {
+		st.Int8Kernel, st.WeightBytes = "fake-int8", 500
+	}
+	return l.open(dir), st, nil
 }

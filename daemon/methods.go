@@ -115,32 +115,49 @@ type LoadParams struct {
 	// Model is a name in the models folder, "demo" (or "") for the
 	// embedded demo, or a checkpoint directory.
 	Model string `json:"model"`
+	// Int8, when present, loads the model with int8 projections (true) or
+	// float ones (false) and keeps that for later loads; absent, the
+	// setting of the model in service applies.
+	Int8 *bool `json:"int8,omitempty"`
 }
 
 func (d *Daemon) serveLoad(ctx context.Context, params msgpack.RawMessage) (any, error) {
 	var p LoadParams
 	if len(params) > 0 {
 		if err := ipc.Unmarshal(params, &p); err != nil {
-			return nil, ipc.Errorf(ipc.CodeInvalidParams, "load: params must be {model: string}: %v", err)
+			return nil, ipc.Errorf(ipc.CodeInvalidParams, "load: params must be {model: string, int8: bool}: %v", err)
 		}
 	}
 	dir, err := ResolveModel(p.Model, d.opts.ModelsDir)
 	if err != nil {
 		return nil, ipc.Errorf(ipc.CodeInvalidParams, "load: %v", err)
 	}
-	if err := d.Switch(ctx, dir); err != nil {
+	useInt8 := d.Int8()
+	if p.Int8 != nil {
+		useInt8 = *p.Int8
+	}
+	if err := d.Switch(ctx, dir, useInt8); err != nil {
 		return nil, err
 	}
 	return d.Status(), nil
 }
 
-// Switch loads the checkpoint in dir ("" for the embedded demo) and puts it
-// in service once warmed up; requests keep being answered by the current
-// model meanwhile, and those running on it when the switch happens finish on
-// it. The load goes on if ctx ends first.
-func (d *Daemon) Switch(ctx context.Context, dir string) error {
+// Int8 reports the int8 setting of the model in service (Options.Int8
+// until one is): what a load that does not say uses.
+func (d *Daemon) Int8() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.int8
+}
+
+// Switch loads the checkpoint in dir ("" for the embedded demo), with int8
+// projections when useInt8 is set, and puts it in service once warmed up;
+// requests keep being answered by the current model meanwhile, and those
+// running on it when the switch happens finish on it. The load goes on if
+// ctx ends first.
+func (d *Daemon) Switch(ctx context.Context, dir string, useInt8 bool) error {
 	done := make(chan error, 1)
-	go func() { done <- d.load(dir) }()
+	go func() { done <- d.load(dir, useInt8) }()
 	select {
 	case err := <-done:
 		return err
