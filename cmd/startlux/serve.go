@@ -29,6 +29,7 @@ func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 	socket := fs.String("socket", "", "socket `PATH` (default: "+ipc.DefaultSocketPath()+")")
 	cacheLimit := fs.Int64("cache-limit", 0, "`BYTES` of prefix snapshots kept (0: the engine's default, -1: none)")
 	maxBatch := fs.Int("max-batch", 0, "most requests answered in one engine call (0: 64); 1 turns batching across clients off")
+	useInt8 := fs.Bool("int8", false, "run the large projections as int8 products (the load method's \"int8\" changes it); refused by a backend without them")
 	backend := backendFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -59,6 +60,7 @@ func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 			Model:     dir,
 			ModelsDir: modelsDir,
 			MaxBatch:  *maxBatch,
+			Int8:      *useInt8,
 			Progress:  pr.show,
 			Logger:    logger,
 		},
