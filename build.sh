@@ -2,7 +2,8 @@
 # build.sh — the project's commands. See README.md.
 #
 #   ./build.sh run     build startlux and run the daemon on the embedded demo model
-#   ./build.sh test    vet and test everything (what CI runs)
+#   ./build.sh test    install what the tests need (Debian, as root), vet and
+#                      test everything (what CI runs)
 #   ./build.sh app     build, sign and zip dist/StartLux.app (cross-compiled for macOS)
 #   ./build.sh bench   run the benchmarks that docs/benchmarks.md reports
 #   ./build.sh mac-test  on a Mac: the tests that need one, and a report (tools/mac-test.sh)
@@ -13,6 +14,70 @@ export CGO_ENABLED=0
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 
+# missing_test_deps prints what the tests need that this machine lacks, one
+# "what (Debian package)" a line: the Metal kernel emulator's clang 19, the
+# CPU backend's BLAS, the Linux tray's D-Bus, X server, panel, clicker and
+# screenshot tool, qemu-user and an aarch64 loader for the arm64 tests, Node.js for the protocol
+# client example.
+missing_test_deps() {
+	has() { command -v "$1" >/dev/null 2>&1; }
+	clang19() { has clang++-19 || { has clang++ && clang++ --version 2>/dev/null | grep -q 'version 19\.'; }; }
+	clang19 || echo "clang++-19 (clang-19)"
+	has node || echo "node (nodejs)"
+	has npm || echo "npm (npm)"
+	[ "$(uname -s)" = Linux ] || return 0
+	ldconfig -p 2>/dev/null | grep -q 'libopenblas\.so\.0' || echo "libopenblas.so.0 (libopenblas0)"
+	has dbus-daemon || echo "dbus-daemon (dbus)"
+	has dbus-launch || echo "dbus-launch (dbus-x11)"
+	has Xvfb || echo "Xvfb (xvfb)"
+	has xfce4-panel || echo "xfce4-panel (xfce4-panel)"
+	has xdotool || echo "xdotool (xdotool)"
+	has import || echo "import (imagemagick)"
+	has qemu-aarch64 || echo "qemu-aarch64 (qemu-user)"
+	[ "$(uname -m)" = aarch64 ] || [ -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ] ||
+		echo "the aarch64 loader for qemu (libc6-arm64-cross)"
+	has useradd || echo "useradd (passwd)"
+}
+
+# ensure_test_deps installs what the tests need when it can (Debian, as
+# root or with sudo) and the Node.js example's dependency, or stops with one
+# message listing what is missing.
+ensure_test_deps() {
+	local missing
+	missing=$(missing_test_deps)
+	if [ -n "$missing" ] && command -v apt-get >/dev/null 2>&1; then
+		local sudo=""
+		if [ "$(id -u)" -ne 0 ]; then
+			sudo -n true 2>/dev/null && sudo="sudo -n"
+		fi
+		if [ "$(id -u)" -eq 0 ] || [ -n "$sudo" ]; then
+			local pkgs
+			pkgs=$(printf '%s\n' "$missing" | sed -n 's/.*(\(.*\))$/\1/p' | sort -u | tr '\n' ' ')
+			echo "build.sh: installing $pkgs" >&2
+			export DEBIAN_FRONTEND=noninteractive
+			$sudo apt-get update -qq >&2 || true
+			$sudo apt-get install -y -qq --no-install-recommends $pkgs >/dev/null || true
+			missing=$(missing_test_deps)
+		fi
+	fi
+	if [ -n "$missing" ]; then
+		{
+			echo "build.sh test: the tests need what this machine lacks (and cannot be installed here):"
+			printf '%s\n' "$missing" | sed 's/^/  /'
+			echo "On Debian, as root: apt-get install$(printf '%s\n' "$missing" | sed -n 's/.*(\(.*\))$/ \1/p' | sort -u | tr -d '\n')"
+			echo "(go test ./... runs without them: the tests that need them skip, saying why)"
+		} >&2
+		exit 1
+	fi
+	local msgpack=examples/node-client/node_modules/@msgpack/msgpack/package.json
+	if [ ! -f "$msgpack" ] || [ "${CI:-}" = true ]; then
+		if ! npm ci --prefix examples/node-client --no-audit --no-fund --silent >&2; then
+			echo "build.sh test: npm ci --prefix examples/node-client failed: the Node.js client example needs @msgpack/msgpack (package-lock.json)" >&2
+			exit 1
+		fi
+	fi
+}
+
 case "$cmd" in
 run)
 	mkdir -p bin
@@ -20,6 +85,7 @@ run)
 	exec ./bin/startlux serve "$@"
 	;;
 test)
+	ensure_test_deps
 	unformatted=$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))
 	if [ -n "$unformatted" ]; then
 		echo "gofmt would change:" $unformatted >&2

@@ -8,6 +8,7 @@ require (
 	github.com/ebitengine/purego v0.11.3
 	github.com/godbus/dbus/v5 v5.1.0
 	github.com/vmihailenco/msgpack/v5 v5.4.1
+	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.50.0
 	golang.org/x/text v0.44.0
 	gonum.org/v1/plot v0.17.0
@@ -103,7 +104,6 @@ require (
 	golang.org/x/exp v0.0.0-20241009180824-f66d83c29e7c // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.33.0 // indirect
-	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/term v0.27.0 // indirect
 	gopkg.in/ini.v1 v1.67.0 // indirect
 	software.sslmate.com/src/go-pkcs12 v0.5.0 // indirect

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/internal/testenv"
 	"github.com/startlux/startlux/ipc"
 )
 
@@ -81,9 +82,7 @@ func longRequest() map[string]any {
 // start, the menu's model and cache figures, a request moving the cache, a
 // model switch from the menu, a restart, and a stopped daemon.
 func TestControllerWithRealDaemon(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("the go command is not on PATH")
-	}
+	testenv.LookPath(t, "go", "the Go toolchain")
 	dir := t.TempDir()
 	bin := buildDaemon(t, dir)
 	data := filepath.Join(dir, "data")
@@ -93,7 +92,7 @@ func TestControllerWithRealDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	copyCheckpoint(t, filepath.Join(models, "other"))
-	sock := filepath.Join(dir, "s.sock")
+	sock := filepath.Join(dir, "run", "s.sock") // the daemon makes run/ 0700
 
 	sys := &XDGSystem{DaemonPath: bin, DaemonArgs: []string{"--socket", sock}, ConfigHome: filepath.Join(dir, "config"), LogFile: filepath.Join(dir, "daemon.log")}
 	defer sys.Stop()

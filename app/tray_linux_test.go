@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+	"github.com/startlux/startlux/internal/testenv"
 )
 
 // sessionBus starts a private D-Bus session daemon for the test and points
@@ -21,10 +22,7 @@ import (
 // installed (Debian: apt-get install dbus).
 func sessionBus(t *testing.T) string {
 	t.Helper()
-	bin, err := exec.LookPath("dbus-daemon")
-	if err != nil {
-		t.Skip("dbus-daemon not found: install Debian's dbus package (apt-get install dbus) to test the Linux tray")
-	}
+	bin := testenv.LookPath(t, "dbus-daemon", "Debian's dbus package, to test the Linux tray: apt-get install dbus; ./build.sh test does")
 	cmd := exec.Command(bin, "--session", "--nofork", "--nopidfile", "--print-address=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // gone even if the test panics
 	out, err := cmd.StdoutPipe()

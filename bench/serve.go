@@ -40,6 +40,13 @@ type ServeOptions struct {
 	// Rounds of measurement (medians are shown); in-process and one-client
 	// calls alternate request by request.
 	Rounds int
+	// Mixed measures small requests' latency while another client sends
+	// maximal requests, against the same without (see serveMixed), instead
+	// of the throughput measurements.
+	Mixed bool
+	// PassTokens is the daemon's longest forward pass of a large request, in
+	// tokens (0: its default).
+	PassTokens int
 }
 
 func (o *ServeOptions) register(fs *flag.FlagSet) {
@@ -48,6 +55,8 @@ func (o *ServeOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.Clients, "clients", 16, "concurrent clients of the many-clients measurement")
 	fs.IntVar(&o.MaxBatch, "max-batch", 0, "the daemon's --max-batch (0: its default)")
 	fs.IntVar(&o.Rounds, "rounds", 3, "rounds of measurement (medians are shown); in-process and one-client calls alternate request by request")
+	fs.BoolVar(&o.Mixed, "mixed", false, "measure small requests' latency while another client sends maximal requests, against the same without")
+	fs.IntVar(&o.PassTokens, "pass-tokens", 0, "the daemon's longest forward pass of a large request, in tokens (0: its default)")
 }
 
 // ServeReport is what Serve measured: the medians over its rounds.
@@ -55,6 +64,9 @@ type ServeReport struct {
 	Options                           ServeOptions
 	Shapes                            int // request shapes cycled through
 	InProcess, OneClient, ManyClients ServeResult
+	// Mixed holds the --mixed measurement (nil without it; then the three
+	// results above are unset).
+	Mixed *MixedResult
 }
 
 // Serve measures the throughput and latency of decisions through the
@@ -65,41 +77,26 @@ func Serve(ctx context.Context, env Env, o ServeOptions) (*ServeReport, error) {
 		return nil, fmt.Errorf("--requests, --clients and --rounds must be positive")
 	}
 	// The daemon, on a socket of its own.
-	tmp, err := os.MkdirTemp("", "startlux-bench-")
+	sock, stopDaemon, err := startServeDaemon(ctx, env, o)
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
-	sock := filepath.Join(tmp, "bench.sock")
-	dctx, stopDaemon := context.WithCancel(ctx)
 	defer stopDaemon()
-	listening := make(chan struct{})
-	ran := make(chan error, 1)
-	go func() {
-		ran <- daemon.Run(dctx, daemon.RunOptions{Socket: sock, Daemon: daemon.Options{
-			Load: daemon.DecideLoader(daemon.LoaderOptions{Backend: func() (tensor.Backend, error) { return env.Open(0) }}), Model: o.Model, ModelsDir: tmp, MaxBatch: o.MaxBatch,
-		}, Listening: func(string) { close(listening) }})
-	}()
-	select {
-	case <-listening:
-	case err := <-ran:
-		return nil, err
-	}
-	defer func() { stopDaemon(); <-ran }()
 	ctl, err := ipc.Dial(ctx, sock)
 	if err != nil {
 		return nil, err
 	}
 	defer ctl.Close()
-	var st daemon.Status
-	for st.State != daemon.StateReady {
-		if err := ctl.Call(ctx, daemon.MethodStatus, nil, &st); err != nil {
+	st, err := waitReady(ctx, ctl)
+	if err != nil {
+		return nil, err
+	}
+	if o.Mixed {
+		m, err := serveMixed(ctx, env, o, sock, st)
+		if err != nil {
 			return nil, err
 		}
-		if st.State == daemon.StateFailed {
-			return nil, errors.New(st.Error)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return &ServeReport{Options: o, Shapes: len(benchServeRequests), Mixed: m}, nil
 	}
 
 	// The same model in-process, on the same backend.
@@ -176,6 +173,10 @@ func (r *ServeReport) Print(w io.Writer) error {
 	if r.Options.Model != "" {
 		model = r.Options.Model
 	}
+	if r.Mixed != nil {
+		r.Mixed.print(p, model, r.Options)
+		return p.err
+	}
 	batching := "default"
 	if r.Options.MaxBatch > 0 {
 		batching = fmt.Sprint(r.Options.MaxBatch)
@@ -194,6 +195,48 @@ func (r *ServeReport) Print(w io.Writer) error {
 		100*(o.Mean-l.Mean)/l.Mean, o.Mean-l.Mean, 100*(o.P50-l.P50)/l.P50)
 	p.printf("  %d clients vs 1: %.2fx the throughput\n", r.Options.Clients, m.Throughput/o.Throughput)
 	return p.err
+}
+
+// startServeDaemon runs a daemon on a socket in a private temporary
+// directory and returns the socket and a function that stops the daemon.
+func startServeDaemon(ctx context.Context, env Env, o ServeOptions) (string, func(), error) {
+	tmp, err := os.MkdirTemp("", "startlux-bench-")
+	if err != nil {
+		return "", nil, err
+	}
+	sock := filepath.Join(tmp, "bench.sock")
+	dctx, stop := context.WithCancel(ctx)
+	listening := make(chan struct{})
+	ran := make(chan error, 1)
+	go func() {
+		ran <- daemon.Run(dctx, daemon.RunOptions{Socket: sock, Daemon: daemon.Options{
+			Load:  daemon.DecideLoader(daemon.LoaderOptions{Backend: func() (tensor.Backend, error) { return env.Open(0) }}),
+			Model: o.Model, ModelsDir: tmp, MaxBatch: o.MaxBatch, PassTokens: o.PassTokens,
+		}, Listening: func(string) { close(listening) }})
+	}()
+	select {
+	case <-listening:
+	case err := <-ran:
+		stop()
+		os.RemoveAll(tmp)
+		return "", nil, err
+	}
+	return sock, func() { stop(); <-ran; os.RemoveAll(tmp) }, nil
+}
+
+// waitReady polls the daemon's status until its model serves.
+func waitReady(ctx context.Context, c *ipc.Client) (daemon.Status, error) {
+	var st daemon.Status
+	for st.State != daemon.StateReady {
+		if err := c.Call(ctx, daemon.MethodStatus, nil, &st); err != nil {
+			return st, err
+		}
+		if st.State == daemon.StateFailed {
+			return st, errors.New(st.Error)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return st, nil
 }
 
 // ServeResult is one measurement: requests per second and per-request

@@ -28,8 +28,10 @@ func goSgemm(ta, tb bool, m, n, k int, alpha float32, a []float32, lda int,
 	mp := (m + goMR - 1) / goMR * goMR
 	np := (n + goNR - 1) / goNR * goNR
 	kc := min(k, goKC)
-	pa := make([]float32, mp*kc)
-	pb := make([]float32, np*kc)
+	bp := packBuffer(mp*kc + np*kc)
+	defer packPool.Put(bp)
+	pa := (*bp)[:mp*kc]
+	pb := (*bp)[mp*kc : mp*kc+np*kc]
 	for k0 := 0; k0 < k; k0 += goKC {
 		kb := min(goKC, k-k0)
 		packRows(pa, ta, a, lda, m, mp, k0, kb)
@@ -127,8 +129,21 @@ const (
 	kNR = 16
 )
 
-// packPool holds packing buffers of kernelSgemm.
+// packPool holds the packing buffers of both GEMM loops, so that a call
+// allocates nothing once the pool is warm.
 var packPool sync.Pool
+
+// packBuffer returns a buffer of at least n elements from packPool; the
+// caller puts it back.
+func packBuffer(n int) *[]float32 {
+	bp, _ := packPool.Get().(*[]float32)
+	if bp == nil || cap(*bp) < n {
+		s := make([]float32, n)
+		bp = &s
+	}
+	*bp = (*bp)[:cap(*bp)]
+	return bp
+}
 
 // kernelSgemm adds alpha·op(a)·op(b) to c with kern6x16: op(a) packed in
 // 6-row panels, op(b) in 16-column panels, goKC columns of k at a time.
@@ -141,11 +156,7 @@ func kernelSgemm(ta, tb bool, m, n, k int, alpha float32, a []float32, lda int,
 	nPanels := (n + kNR - 1) / kNR
 	kc := min(k, goKC)
 	need := mPanels*kMR*kc + nPanels*kNR*kc + kMR*kNR
-	bp, _ := packPool.Get().(*[]float32)
-	if bp == nil || cap(*bp) < need {
-		s := make([]float32, need)
-		bp = &s
-	}
+	bp := packBuffer(need)
 	buf := (*bp)[:need]
 	defer packPool.Put(bp)
 	pa := buf[:mPanels*kMR*kc]

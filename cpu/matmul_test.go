@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/startlux/startlux/internal/testenv"
 	"github.com/startlux/startlux/tensor"
 )
 
@@ -166,7 +167,7 @@ func TestMatMul(t *testing.T) {
 func TestBLASAndGoAgree(t *testing.T) {
 	bb, _ := New(Options{})
 	if bb.blas == nil {
-		t.Skip("no system BLAS")
+		testenv.Missing(t, "no system BLAS (Debian: apt-get install libopenblas0; ./build.sh test does)")
 	}
 	gb, _ := New(Options{NoBLAS: true})
 	rng := newRNG(t)

@@ -10,24 +10,39 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/ipc"
 )
 
 // Engine is what the daemon needs of a loaded decision engine;
-// *decide.Engine provides it (see [DecideLoader]).
+// [DecideLoader]'s engines (over *decide.Engine) provide it.
 type Engine interface {
-	// DecideBatch answers many requests at once; results and errors are
-	// per request, in order.
-	DecideBatch(ctx context.Context, reqs []*decide.Request) ([]*decide.Response, []error)
+	// Prepare validates and tokenises a request for this engine; a bad
+	// request (one over a limit included) is a *decide.RequestError.
+	Prepare(r *decide.Request) (Job, error)
+	// Run answers jobs this engine prepared, together, asking turn (if not
+	// nil) before each forward pass, no pass longer than passTokens where
+	// the rows allow (0: the engine's bound); results and errors are per
+	// job, in order.
+	Run(ctx context.Context, jobs []Job, turn decide.Turn, passTokens int) ([]*decide.Response, []error)
+	// Limits returns the limits each request is held to.
+	Limits() decide.Limits
 	// CacheStats returns the bytes held by kept prefix snapshots and their
 	// bound.
 	CacheStats() (used, limit int64)
 	// Close releases the model.
 	Close() error
+}
+
+// Job is a request an [Engine] prepared.
+type Job interface {
+	// Tokens is the request's cost: the tokens of every row it renders.
+	Tokens() int
 }
 
 // Loader opens the checkpoint in dir ("" for the embedded demo), with its
@@ -49,9 +64,22 @@ type Options struct {
 	// QueueLimit is how many decisions may wait; beyond it requests fail
 	// with overloaded (default 4096).
 	QueueLimit int
+	// MaxTokensInFlight bounds the tokens (Job.Tokens) of the decisions
+	// queued and running; a request that would pass it fails with
+	// overloaded at once (default DefaultMaxTokensInFlight).
+	MaxTokensInFlight int64
 	// MaxBatch is the most requests handed to the engine in one call
 	// (default 64); the engine packs their rows into passes itself.
 	MaxBatch int
+	// BatchTokens is the most tokens of the requests handed to the engine
+	// together (default DefaultBatchTokens): a larger request runs in a
+	// call of its own, its passes taking turns with those of the others.
+	BatchTokens int
+	// PassTokens bounds the forward passes of such a large request
+	// (default DefaultPassTokens), so that a small request waits for at
+	// most one short pass; batches of small requests run in the engine's
+	// own passes.
+	PassTokens int
 	// NoWarmup skips the warm-up requests run after each load.
 	NoWarmup bool
 	// Int8 loads the first model with int8 projections; a load that does
@@ -64,6 +92,21 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// Defaults of [Options].
+const (
+	// DefaultMaxTokensInFlight admits sixteen requests at the default
+	// per-request limit at once.
+	DefaultMaxTokensInFlight = 16 * decide.DefaultMaxRequestTokens
+	// DefaultBatchTokens lets some tens of small requests share an engine
+	// call.
+	DefaultBatchTokens = 4096
+	// DefaultPassTokens bounds a large request's forward passes: long
+	// enough to keep a pass efficient (on the CPU a token costs about the
+	// same in passes of 256 as of 16384), short enough that a small request
+	// behind it waits about as long as it runs (docs/bench-serve.md).
+	DefaultPassTokens = 256
+)
+
 // Daemon serves decisions; it implements ipc.Handler. Create it with
 // [New], start it with [Daemon.Start], stop it with [Daemon.Close].
 type Daemon struct {
@@ -74,17 +117,30 @@ type Daemon struct {
 	wake    chan struct{} // nudges the worker (capacity 1)
 	done    chan struct{} // closed when the worker has exited
 
-	mu        sync.Mutex // guards state, loadErr, cur, progress, queue, lastBatch, stopping, int8
-	state     string
-	int8      bool // the int8 setting of the model in service (Options.Int8 before the first)
-	loadErr   string
-	cur       *loaded
-	progress  *LoadProgress
-	queue     []*job
-	lastBatch int // size of the last batch handed to the engine
-	stopping  bool
+	mu       sync.Mutex // guards the fields below, and loaded.refs and retired
+	state    string
+	loadErr  string
+	cur      *loaded
+	progress *LoadProgress
+	queue    []*job
+	// changed is closed, and replaced, when cur, state or stopping change:
+	// requests waiting for a model watch it.
+	changed  chan struct{}
+	waiting  int   // requests waiting for a model to be prepared on
+	inFlight int64 // tokens of the jobs queued and running
+	// smallRunning counts the batches of small requests being answered
+	// (at most one): while one runs, small requests gather in the queue.
+	smallRunning int
+	lastBatch    int // size of the last batch handed to the engine
+	stopping     bool
+	lastFree     time.Time // the last debug.FreeOSMemory
+	freeLater    bool      // one is scheduled
+	int8         bool      // the int8 setting of the model in service (Options.Int8 before the first)
 
-	loadMu sync.Mutex // one load at a time
+	loadMu  sync.Mutex     // one load at a time
+	running sync.WaitGroup // batches being answered
+	passes  turns          // hands the model to the batches' passes in turn
+	prepSem chan struct{}  // bounds the requests being prepared at once
 
 	served, failed atomic.Uint64
 	lat            latencies
@@ -95,8 +151,9 @@ type loaded struct {
 	eng  Engine
 	info ModelStatus
 	src  string // the directory it was loaded from; "" for the demo
-	// refs counts batches running on it and retired says it has been
-	// replaced; it is closed when both allow (guarded by Daemon.mu).
+	// refs counts the jobs prepared on it that are not finished, and
+	// retired says it has been replaced; it is closed when both allow
+	// (guarded by Daemon.mu).
 	refs    int
 	retired bool
 }
@@ -108,6 +165,15 @@ func New(opts Options) *Daemon {
 	}
 	if opts.MaxBatch <= 0 {
 		opts.MaxBatch = 64
+	}
+	if opts.MaxTokensInFlight <= 0 {
+		opts.MaxTokensInFlight = DefaultMaxTokensInFlight
+	}
+	if opts.BatchTokens <= 0 {
+		opts.BatchTokens = DefaultBatchTokens
+	}
+	if opts.PassTokens <= 0 {
+		opts.PassTokens = DefaultPassTokens
 	}
 	if opts.ModelsDir == "" {
 		opts.ModelsDir, _ = ModelsDir()
@@ -124,6 +190,8 @@ func New(opts Options) *Daemon {
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		state:   StateLoading,
+		changed: make(chan struct{}),
+		prepSem: make(chan struct{}, runtime.GOMAXPROCS(0)),
 		int8:    opts.Int8,
 	}
 }
@@ -147,16 +215,23 @@ func (d *Daemon) Start() {
 func (d *Daemon) Close(ctx context.Context) error {
 	d.mu.Lock()
 	d.stopping = true
+	d.changedLocked()
 	d.mu.Unlock()
 	d.nudge()
 	var err error
+	finished := make(chan struct{})
+	go func() {
+		<-d.done
+		d.running.Wait()
+		close(finished)
+	}()
 	select {
-	case <-d.done:
+	case <-finished:
 	case <-ctx.Done():
 		err = fmt.Errorf("close: %w", ctx.Err())
 	}
 	d.cancel()
-	<-d.done
+	<-finished
 	d.mu.Lock()
 	m := d.cur
 	d.cur = nil
@@ -167,6 +242,13 @@ func (d *Daemon) Close(ctx context.Context) error {
 		}
 	}
 	return err
+}
+
+// changedLocked tells the requests waiting for a model that cur, state or
+// stopping changed.
+func (d *Daemon) changedLocked() {
+	close(d.changed)
+	d.changed = make(chan struct{})
 }
 
 // nudge wakes the worker.
@@ -181,14 +263,22 @@ func (d *Daemon) nudge() {
 func (d *Daemon) Status() Status {
 	d.mu.Lock()
 	st := Status{
-		State:  d.state,
-		Error:  d.loadErr,
-		Queued: len(d.queue),
-		PID:    os.Getpid(),
+		State:          d.state,
+		Error:          d.loadErr,
+		Queued:         len(d.queue) + d.waiting,
+		TokensInFlight: d.inFlight,
+		PID:            os.Getpid(),
+		Limits: ipc.Limits{
+			MaxValues:         decide.MaxValues,
+			MaxTokensInFlight: d.opts.MaxTokensInFlight,
+			MaxQueued:         d.opts.QueueLimit,
+		},
 	}
 	if d.cur != nil {
 		st.Model = d.cur.info
 		st.SnapshotBytes, st.SnapshotLimit = d.cur.eng.CacheStats()
+		l := d.cur.eng.Limits()
+		st.Limits.MaxQuestions, st.Limits.MaxEvidenceTokens, st.Limits.MaxRequestTokens = l.MaxQuestions, l.MaxEvidenceTokens, l.MaxRequestTokens
 	} else {
 		st.Model.Path = d.opts.Model
 	}

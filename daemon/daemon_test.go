@@ -25,7 +25,7 @@ func startDaemon(t *testing.T, opts Options) string {
 // checks that shutdown removes the socket.
 func startRun(t *testing.T, o RunOptions) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "d.sock")
+	path := filepath.Join(t.TempDir(), "run", "d.sock") // Listen makes run/ 0700
 	ctx, cancel := context.WithCancel(context.Background())
 	listening := make(chan struct{})
 	done := make(chan error, 1)
@@ -325,6 +325,18 @@ func TestLoadFailure(t *testing.T) {
 	if st.State != StateReady || st.Model.Name != "demo-decision" || st.Error == "" {
 		t.Errorf("status after a failed switch: %+v", st)
 	}
+	// So does a load that panics: the daemon survives it, and says so.
+	fl.panicOn = bad
+	if err := c.Call(ctx, MethodLoad, LoadParams{Model: bad}, nil); ipc.ErrorCode(err) != ipc.CodeModelLoadFailed || !strings.Contains(err.Error(), "the loader panicked: the fake loader fell over") {
+		t.Fatalf("panicking switch: %v", err)
+	}
+	if err := c.Call(ctx, MethodDecide, params(t, request(3)), &resp); err != nil {
+		t.Fatalf("decide after a panicking switch: %v", err)
+	}
+	c.Call(ctx, MethodStatus, nil, &st)
+	if st.State != StateReady || st.Model.Name != "demo-decision" || !strings.Contains(st.Error, "panicked") {
+		t.Errorf("status after a panicking switch: %+v", st)
+	}
 }
 
 // TestConcurrentClientsAndSwitch: 16 clients send requests at once while
@@ -446,7 +458,7 @@ func TestOverloaded(t *testing.T) {
 func TestShutdownAnswersQueued(t *testing.T) {
 	fl := newFakeLoader()
 	eng := fl.engine("")
-	path := filepath.Join(t.TempDir(), "d.sock")
+	path := filepath.Join(t.TempDir(), "run", "d.sock") // Listen makes run/ 0700
 	ctx, cancel := context.WithCancel(context.Background())
 	listening := make(chan struct{})
 	done := make(chan error, 1)
@@ -526,5 +538,47 @@ func TestBatchesGather(t *testing.T) {
 	}
 	if mean := float64(e.requests) / float64(len(e.batches)); mean < clients/2 {
 		t.Errorf("mean batch %.1f requests over %d batches, want at least %d (sizes %v)", mean, len(e.batches), clients/2, e.batches)
+	}
+}
+
+// TestLoadParams: load needs a model named, and a directory given as an
+// absolute path (the daemon's working directory is not the client's).
+func TestLoadParams(t *testing.T) {
+	fl := newFakeLoader()
+	dir := t.TempDir()
+	ckpt := filepath.Join(dir, "ckpt")
+	os.Mkdir(ckpt, 0o755)
+	for _, f := range []string{"config.json", "decision_config.json"} {
+		os.WriteFile(filepath.Join(ckpt, f), []byte("{}"), 0o644)
+	}
+	path := startDaemon(t, Options{Load: fl.load, NoWarmup: true, ModelsDir: dir})
+	c := dial(t, path)
+	ctx := context.Background()
+	var st Status
+	waitFor(t, func() bool { c.Call(ctx, MethodStatus, nil, &st); return st.State == StateReady })
+	t.Chdir(dir)
+	for _, tc := range []struct {
+		name   string
+		params any
+		want   string // "" = loads
+	}{
+		{"no params", nil, "none given"},
+		{"no model", map[string]any{}, "none given"},
+		{"a relative directory", map[string]any{"model": "./ckpt"}, `"./ckpt" is a relative path`},
+		{"the working directory", map[string]any{"model": "."}, `"." is a relative path`},
+		{"an absolute directory", map[string]any{"model": ckpt}, ""},
+		{"a name", map[string]any{"model": "ckpt"}, ""},
+		{"the demo", map[string]any{"model": "demo"}, ""},
+	} {
+		err := c.Call(ctx, MethodLoad, tc.params, &st)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (ipc.ErrorCode(err) != ipc.CodeInvalidParams || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want invalid_params saying %q", tc.name, err, tc.want)
+		}
+	}
+	if st.Model.Path != "" {
+		t.Errorf("after loading the demo: %+v", st.Model)
 	}
 }

@@ -3,10 +3,13 @@ package daemon
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/internal/goldens"
 	"github.com/startlux/startlux/ipc"
+	"github.com/startlux/startlux/model/safetensors"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -268,7 +272,11 @@ func TestEndToEndLoad(t *testing.T) {
 	// Switch to the same checkpoint read from disk while the load runs.
 	progress.Wait()
 	var st Status
-	if err := ctl.Call(ctx, MethodLoad, LoadParams{Model: filepath.Join("..", "testdata", "demo-decision")}, &st); err != nil {
+	demoDir, err := filepath.Abs(filepath.Join("..", "testdata", "demo-decision"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ctl.Call(ctx, MethodLoad, LoadParams{Model: demoDir}, &st); err != nil {
 		t.Fatalf("switch under load: %v", err)
 	}
 	if st.Model.Path == DemoPath {
@@ -311,4 +319,140 @@ func sameAnswers(got, want *decide.Response, tol float64) error {
 		}
 	}
 	return nil
+}
+
+// copyDemo copies the demo checkpoint to a new directory, letting edit
+// change its config.json (as a map) and its weights file's bytes.
+func copyDemo(t *testing.T, edit func(cfg map[string]any, weights []byte)) string {
+	t.Helper()
+	src := filepath.Join("..", "testdata", "demo-decision")
+	dst := filepath.Join(t.TempDir(), "ckpt")
+	if err := os.Mkdir(dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		data, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch e.Name() {
+		case "config.json":
+			var cfg map[string]any
+			if err := json.Unmarshal(data, &cfg); err != nil {
+				t.Fatal(err)
+			}
+			edit(cfg, nil)
+			if data, err = json.Marshal(cfg); err != nil {
+				t.Fatal(err)
+			}
+		case "model.safetensors":
+			edit(nil, data)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// TestEndToEndBadCheckpoints switches the real daemon to checkpoints that
+// must not load (among them configs that claimed so many layers that they
+// took a daemon down with "runtime: out of memory"): each load fails with
+// model_load_failed saying why, and the demo model goes on answering.
+func TestEndToEndBadCheckpoints(t *testing.T) {
+	cases := loadGoldens(t)
+	path := startDemoDaemon(t)
+	c := dial(t, path)
+	ctx := context.Background()
+	layers := func(n float64) func(cfg map[string]any, _ []byte) {
+		return func(cfg map[string]any, _ []byte) {
+			if cfg != nil {
+				cfg["num_hidden_layers"] = n
+				delete(cfg, "layer_types")
+			}
+		}
+	}
+	for _, bc := range []struct {
+		name string
+		dir  string
+		want string
+	}{
+		{"a billion layers", copyDemo(t, layers(1e9)), "num_hidden_layers: is 1000000000, more than the 1024 this engine takes"},
+		{"ten million layers", copyDemo(t, layers(1e7)), "num_hidden_layers: is 10000000, more than the 1024 this engine takes"},
+		{"more layers than stored", copyDemo(t, layers(1000)), "num_hidden_layers is 1000, but the checkpoint's tensors hold 6 layers"},
+		{"NaN weights", copyDemo(t, nanNorm(t)), "warm-up: warm-up request 0: question \"q\": model produces non-finite logits (NaN); the checkpoint is damaged"},
+	} {
+		err := c.Call(ctx, MethodLoad, LoadParams{Model: bc.dir}, nil)
+		if ipc.ErrorCode(err) != ipc.CodeModelLoadFailed || !strings.Contains(err.Error(), bc.want) {
+			t.Errorf("%s: load: %v, want model_load_failed saying %q", bc.name, err, bc.want)
+		}
+		var st Status
+		if err := c.Call(ctx, MethodStatus, nil, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.State != StateReady || st.Model.Path != DemoPath || !strings.Contains(st.Error, bc.want) {
+			t.Errorf("%s: status after the failed load: %+v", bc.name, st)
+		}
+		var resp decide.Response
+		if err := c.Call(ctx, MethodDecide, params(t, string(cases[0].Request)), &resp); err != nil {
+			t.Fatalf("%s: decide after the failed load: %v", bc.name, err)
+		}
+		if err := checkGolden(&resp, &cases[0], 1e-4); err != nil {
+			t.Errorf("%s: after the failed load: %v", bc.name, err)
+		}
+	}
+}
+
+// nanNorm is a copyDemo edit that overwrites the final norm's weights with
+// NaN, as flipped bytes would.
+func nanNorm(t *testing.T) func(cfg map[string]any, weights []byte) {
+	return func(_ map[string]any, weights []byte) {
+		if weights == nil {
+			return
+		}
+		f, err := safetensors.Parse("model.safetensors", weights) // its tensors alias weights
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := f.Tensor("model.norm.weight")
+		if info == nil || info.DType.Size() != 2 {
+			t.Fatal("no bf16 model.norm.weight in the demo checkpoint")
+		}
+		for k := 0; k < len(info.Data); k += 2 {
+			binary.LittleEndian.PutUint16(info.Data[k:], 0x7fc0) // a bf16 NaN
+		}
+	}
+}
+
+// TestEndToEndNonFiniteAnswer serves a NaN-weights checkpoint without
+// warm-up: every decision must fail with internal naming the question, never
+// carry NaN probabilities.
+func TestEndToEndNonFiniteAnswer(t *testing.T) {
+	dir := copyDemo(t, nanNorm(t))
+	path := startRun(t, RunOptions{Daemon: Options{Load: DecideLoader(LoaderOptions{}), Model: dir, NoWarmup: true, ModelsDir: t.TempDir()}})
+	c := dial(t, path)
+	ctx := context.Background()
+	var st Status
+	waitFor(t, func() bool {
+		c.Call(ctx, MethodStatus, nil, &st)
+		return st.State == StateReady || st.State == StateFailed
+	})
+	req := `{"evidence": {"a": 1}, "questions": {"first": {"type": "noul", "instructions": "Is a one?"}, "second": {"type": "score", "instructions": "How big?", "criteria": ["small", "big"]}}}`
+	var resp decide.Response
+	err := c.Call(ctx, MethodDecide, params(t, req), &resp)
+	if ipc.ErrorCode(err) != ipc.CodeInternal || !strings.Contains(err.Error(), `question "first": model produces non-finite logits (NaN)`) {
+		t.Fatalf("decide on NaN weights: %v (answers %+v), want internal naming the question", err, resp.Answers)
+	}
+	var out BatchResult
+	if err := c.Call(ctx, MethodDecideBatch, params(t, "["+req+"]"), &out); err != nil || len(out.Responses) != 1 {
+		t.Fatalf("decide_batch on NaN weights: %v", err)
+	}
+	js, err := ipc.ToJSON(out.Responses[0])
+	if err != nil || !strings.Contains(string(js), `"code":"internal"`) || !strings.Contains(string(js), "non-finite") {
+		t.Errorf("decide_batch item on NaN weights: %s (%v)", js, err)
+	}
 }

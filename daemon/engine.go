@@ -15,7 +15,34 @@ import (
 // DemoPath is the path the embedded demo checkpoint reports in status.
 const DemoPath = "demo-decision (embedded)"
 
-var _ Engine = (*decide.Engine)(nil)
+// engine is an [Engine] over a decide engine.
+type engine struct {
+	*decide.Engine
+}
+
+var _ Engine = engine{}
+
+// Prepare implements [Engine].
+func (e engine) Prepare(r *decide.Request) (Job, error) {
+	p, err := e.Engine.Prepare(r)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Run implements [Engine].
+func (e engine) Run(ctx context.Context, jobs []Job, turn decide.Turn, passTokens int) ([]*decide.Response, []error) {
+	ps := make([]*decide.Prepared, len(jobs))
+	for i, j := range jobs {
+		p, ok := j.(*decide.Prepared)
+		if !ok {
+			panic(fmt.Sprintf("daemon: a %T handed to a decide engine", j))
+		}
+		ps[i] = p
+	}
+	return e.DecidePrepared(ctx, ps, turn, passTokens)
+}
 
 // LoaderOptions configures [DecideLoader].
 type LoaderOptions struct {
@@ -25,6 +52,8 @@ type LoaderOptions struct {
 	// Backend makes the compute backend of each load; nil means the CPU
 	// backend.
 	Backend func() (tensor.Backend, error)
+	// Limits bound each request (zero fields: decide's defaults).
+	Limits decide.Limits
 }
 
 // DecideLoader returns the [Loader] of real models: decide engines, on the
@@ -48,7 +77,7 @@ func DecideLoader(lo LoaderOptions) Loader {
 				return nil, ModelStatus{}, fmt.Errorf("backend %s: warm up: %w", be.Name(), err)
 			}
 		}
-		opts := decide.Options{CacheLimit: lo.CacheLimit, Progress: progress, Int8: useInt8}
+		opts := decide.Options{CacheLimit: lo.CacheLimit, Progress: progress, Limits: lo.Limits, Int8: useInt8}
 		var e *decide.Engine
 		if dir == "" {
 			e, err = decide.OpenFS(startlux.DemoModel(), DemoPath, be, opts)
@@ -64,6 +93,6 @@ func DecideLoader(lo LoaderOptions) Loader {
 		if _, err := model.Int8Kernel(be); err != nil {
 			st.Int8Unavailable = strings.TrimPrefix(err.Error(), "int8: ")
 		}
-		return e, st, nil
+		return engine{e}, st, nil
 	}
 }

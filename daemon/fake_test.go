@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,29 +14,61 @@ import (
 
 // fakeEngine answers with probabilities derived from a hash of each
 // question's instructions and the model's tag, so answers are a pure
-// function of (model, request): what batching must not change.
+// function of (model, request): what batching must not change. A job costs
+// 10 tokens a question, or N for a first question whose instructions are
+// "big:N"; a batch runs in passes of fakePass tokens, each asking for a turn
+// and taking delay.
 type fakeEngine struct {
 	tag   int
 	delay time.Duration
-	gate  chan struct{} // if set, DecideBatch waits for it to be closed
+	gate  chan struct{} // if set, Run waits for it to be closed
 
 	mu       sync.Mutex // guards the fields below
 	closed   bool
 	handed   bool // given to a daemon
 	active   int
-	misuse   []string // DecideBatch on a closed engine, Close while active
+	misuse   []string // Run on a closed engine, Close while active
 	batches  []int    // sizes of the batches received
 	requests int
+	// passLog has, per pass, "ask " and the first question names of its
+	// batch's jobs when it asks for its turn, then the names when it runs.
+	passLog []string
 }
 
-func (f *fakeEngine) DecideBatch(ctx context.Context, reqs []*decide.Request) ([]*decide.Response, []error) {
+// fakePass is the fake engine's pass size in tokens.
+const fakePass = 100
+
+// fakeJob is a request the fake engine prepared.
+type fakeJob struct {
+	req    *decide.Request
+	tokens int
+}
+
+func (j *fakeJob) Tokens() int { return j.tokens }
+
+func (f *fakeEngine) Prepare(r *decide.Request) (Job, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	j := &fakeJob{req: r, tokens: 10 * len(r.Questions)}
+	if n, ok := strings.CutPrefix(r.Questions[0].Instructions, "big:"); ok {
+		j.tokens, _ = strconv.Atoi(n)
+	}
+	return j, nil
+}
+
+func (f *fakeEngine) Limits() decide.Limits {
+	return decide.Limits{MaxQuestions: 256, MaxEvidenceTokens: 4096, MaxRequestTokens: 262144}
+}
+
+func (f *fakeEngine) Run(ctx context.Context, jobs []Job, turn decide.Turn, passTokens int) ([]*decide.Response, []error) {
 	f.mu.Lock()
 	if f.closed {
-		f.misuse = append(f.misuse, "DecideBatch after Close")
+		f.misuse = append(f.misuse, "Run after Close")
 	}
 	f.active++
-	f.batches = append(f.batches, len(reqs))
-	f.requests += len(reqs)
+	f.batches = append(f.batches, len(jobs))
+	f.requests += len(jobs)
 	f.mu.Unlock()
 	defer func() {
 		f.mu.Lock()
@@ -44,13 +78,39 @@ func (f *fakeEngine) DecideBatch(ctx context.Context, reqs []*decide.Request) ([
 	if f.gate != nil {
 		<-f.gate
 	}
-	if f.delay > 0 {
-		time.Sleep(f.delay)
+	tokens := 0
+	var names []string
+	for _, j := range jobs {
+		tokens += j.Tokens()
+		names = append(names, j.(*fakeJob).req.Questions[0].Name)
 	}
-	resps := make([]*decide.Response, len(reqs))
-	errs := make([]error, len(reqs))
-	for i, r := range reqs {
-		resps[i], errs[i] = fakeAnswer(f.tag, r)
+	label := strings.Join(names, ",")
+	resps := make([]*decide.Response, len(jobs))
+	errs := make([]error, len(jobs))
+	for range (tokens + fakePass - 1) / fakePass {
+		done := func() {}
+		if turn != nil {
+			f.mu.Lock()
+			f.passLog = append(f.passLog, "ask "+label)
+			f.mu.Unlock()
+			var err error
+			if done, err = turn(ctx, fakePass); err != nil {
+				for i := range errs {
+					errs[i] = err
+				}
+				return resps, errs
+			}
+		}
+		f.mu.Lock()
+		f.passLog = append(f.passLog, label)
+		f.mu.Unlock()
+		if f.delay > 0 {
+			time.Sleep(f.delay)
+		}
+		done()
+	}
+	for i, j := range jobs {
+		resps[i], errs[i] = fakeAnswer(f.tag, j.(*fakeJob).req)
 	}
 	return resps, errs
 }
@@ -119,6 +179,7 @@ type fakeLoader struct {
 	loadGate chan struct{}
 	fail     string
 	noInt8   string // when set, int8 loads fail and statuses say so, with this reason
+	panicOn  string // a directory whose load panics
 }
 
 func newFakeLoader() *fakeLoader {
@@ -176,6 +237,9 @@ func (l *fakeLoader) load(ctx context.Context, dir string, useInt8 bool, progres
 		case <-ctx.Done():
 			return nil, ModelStatus{}, ctx.Err()
 		}
+	}
+	if dir == l.panicOn && dir != "" {
+		panic("the fake loader fell over")
 	}
 	if dir == l.fail && dir != "" {
 		return nil, ModelStatus{}, errors.New("no such checkpoint")

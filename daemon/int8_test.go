@@ -133,7 +133,7 @@ func TestInt8EndToEnd(t *testing.T) {
 	}
 	off := false
 	st = Status{}
-	if err := c.Call(ctx, MethodLoad, LoadParams{Int8: &off}, &st); err != nil {
+	if err := c.Call(ctx, MethodLoad, LoadParams{Model: "demo", Int8: &off}, &st); err != nil {
 		t.Fatal(err)
 	}
 	if st.Model.Int8 || st.Model.WeightBytes <= int8Bytes || st.Model.Int8Summary() != "off" {

@@ -24,16 +24,11 @@ func (d *Daemon) load(dir string, useInt8 bool) error {
 	defer d.loadMu.Unlock()
 
 	d.setProgress(&LoadProgress{Model: dir, Phase: StateLoading}, StateLoading)
-	eng, info, err := d.opts.Load(d.ctx, dir, useInt8, func(done, total int64) {
-		d.mu.Lock()
-		if d.progress != nil {
-			d.progress.Done, d.progress.Total = done, total
-			p := *d.progress
-			d.mu.Unlock()
-			d.report(p)
-			return
-		}
-		d.mu.Unlock()
+	var eng Engine
+	var info ModelStatus
+	err := safely("the loader", func() (err error) {
+		eng, info, err = d.opts.Load(d.ctx, dir, useInt8, d.progressFunc())
+		return err
 	})
 	if err == nil && d.ctx.Err() != nil {
 		eng.Close()
@@ -44,7 +39,7 @@ func (d *Daemon) load(dir string, useInt8 bool) error {
 	}
 	d.setProgress(&LoadProgress{Model: dir, Phase: StateWarming}, StateWarming)
 	if !d.opts.NoWarmup {
-		if werr := warmUp(d.ctx, eng); werr != nil {
+		if werr := safely("warm-up", func() error { return warmUp(d.ctx, eng) }); werr != nil {
 			eng.Close()
 			return d.loadFailed(dir, fmt.Errorf("warm-up: %w", werr))
 		}
@@ -61,6 +56,7 @@ func (d *Daemon) load(dir string, useInt8 bool) error {
 	d.cur = &loaded{eng: eng, info: info, src: dir}
 	d.state, d.loadErr, d.progress = StateReady, "", nil
 	d.int8 = useInt8
+	d.changedLocked()
 	closeOld := old != nil && old.refs == 0
 	if old != nil {
 		old.retired = true
@@ -77,13 +73,41 @@ func (d *Daemon) load(dir string, useInt8 bool) error {
 	return nil
 }
 
+// progressFunc returns the load's progress callback: it records bytes read
+// and passes them on to the Progress option.
+func (d *Daemon) progressFunc() func(done, total int64) {
+	return func(done, total int64) {
+		d.mu.Lock()
+		if d.progress != nil {
+			d.progress.Done, d.progress.Total = done, total
+			p := *d.progress
+			d.mu.Unlock()
+			d.report(p)
+			return
+		}
+		d.mu.Unlock()
+	}
+}
+
+// safely runs f, turning a panic into an error naming what panicked: a
+// load that fails in any way leaves the model in service serving.
+func safely(what string, f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%s panicked: %v", what, p)
+		}
+	}()
+	return f()
+}
+
 // setProgress records a load phase; the daemon's state follows it only
 // while no model serves yet.
 func (d *Daemon) setProgress(p *LoadProgress, state string) {
 	d.mu.Lock()
 	d.progress = p
-	if d.cur == nil {
+	if d.cur == nil && d.state != state {
 		d.state = state
+		d.changedLocked()
 	}
 	cp := *p
 	d.mu.Unlock()
@@ -108,6 +132,7 @@ func (d *Daemon) loadFailed(dir string, err error) error {
 	d.loadErr = fmt.Sprintf("load %s: %v", what, err)
 	if d.cur == nil {
 		d.state = StateFailed
+		d.changedLocked()
 	}
 	d.mu.Unlock()
 	d.nudge() // queued decisions fail now if there is no model at all
@@ -116,14 +141,6 @@ func (d *Daemon) loadFailed(dir string, err error) error {
 		return ipc.Errorf(ipc.CodeShuttingDown, "load %s: %v", what, err)
 	}
 	return ipc.Errorf(ipc.CodeModelLoadFailed, "load %s: %v", what, err)
-}
-
-// acquire returns the model in service with a reference held, or nil.
-func (d *Daemon) acquireLocked() *loaded {
-	if d.cur != nil {
-		d.cur.refs++
-	}
-	return d.cur
 }
 
 // release drops a reference; a retired model is closed with its last one.
@@ -147,12 +164,41 @@ func warmUp(ctx context.Context, eng Engine) error {
 	// A model may refuse a shape (rows too long for it): that is no reason
 	// to refuse the model. Any other failure is.
 	failed := func(err error) bool { return err != nil && !decide.IsBadRequest(err) }
+	run := func(rs []*decide.Request) ([]error, error) {
+		var preps []Job
+		errs := make([]error, len(rs))
+		var at []int
+		for i, r := range rs {
+			p, err := eng.Prepare(r)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			preps = append(preps, p)
+			at = append(at, i)
+		}
+		_, rerrs := eng.Run(ctx, preps, nil, 0)
+		if len(rerrs) != len(preps) {
+			return nil, fmt.Errorf("%d results for %d requests", len(rerrs), len(preps))
+		}
+		for k, i := range at {
+			errs[i] = rerrs[k]
+		}
+		return errs, nil
+	}
 	for i, r := range reqs {
-		if _, errs := eng.DecideBatch(ctx, []*decide.Request{r}); len(errs) != 1 || failed(errs[0]) {
-			return fmt.Errorf("warm-up request %d: %v", i, errs)
+		errs, err := run([]*decide.Request{r})
+		if err != nil {
+			return fmt.Errorf("warm-up request %d: %w", i, err)
+		}
+		if failed(errs[0]) {
+			return fmt.Errorf("warm-up request %d: %w", i, errs[0])
 		}
 	}
-	_, errs := eng.DecideBatch(ctx, reqs)
+	errs, err := run(reqs)
+	if err != nil {
+		return fmt.Errorf("warm-up batch: %w", err)
+	}
 	for i, err := range errs {
 		if failed(err) {
 			return fmt.Errorf("warm-up batch, request %d: %w", i, err)

@@ -2,8 +2,11 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/ipc"
@@ -43,11 +46,18 @@ func (d *Daemon) serveDecide(ctx context.Context, params msgpack.RawMessage) (an
 	if len(params) == 0 {
 		return nil, ipc.Errorf(ipc.CodeInvalidParams, "decide: params must be a request map {evidence, questions}")
 	}
+	if len(params) >= largeParams {
+		defer d.freeMemory()
+	}
 	r, err := decide.ParseMsgpack(params)
 	if err != nil {
 		return nil, ipc.Errorf(ipc.CodeInvalidParams, "decide: %v", err)
 	}
-	return d.decide(ctx, r)
+	resp, err := d.decide(ctx, r)
+	if ipc.ErrorCode(err) == ipc.CodeInvalidParams {
+		err = ipc.Errorf(ipc.CodeInvalidParams, "decide: %s", messageOf(err))
+	}
+	return resp, err
 }
 
 // BatchResult is what decide_batch returns: one item per request, in order,
@@ -60,23 +70,38 @@ func (d *Daemon) serveDecideBatch(ctx context.Context, params msgpack.RawMessage
 	if len(params) == 0 {
 		return nil, ipc.Errorf(ipc.CodeInvalidParams, "decide_batch: params must be an array of requests or {requests: [...]}")
 	}
+	if len(params) >= largeParams {
+		defer d.freeMemory()
+	}
 	reqs, perrs, err := decide.ParseMsgpackBatch(params)
 	if err != nil {
 		return nil, ipc.Errorf(ipc.CodeInvalidParams, "decide_batch: %v", err)
 	}
 	items := make([]msgpack.RawMessage, len(reqs))
 	var good []*decide.Request
-	var where []int
+	var at []int
 	for i, r := range reqs {
 		if perrs[i] != nil {
 			items[i] = errorItem(ipc.Errorf(ipc.CodeInvalidParams, "request %d: %v", i, perrs[i]))
 			continue
 		}
 		good = append(good, r)
-		where = append(where, i)
+		at = append(at, i)
 	}
 	if len(good) > 0 {
-		jobs, err := d.submit(ctx, good)
+		m, preps, errs, err := d.prepare(ctx, good)
+		if err != nil {
+			return nil, err
+		}
+		var where []int
+		for k, e := range errs {
+			if e != nil {
+				items[at[k]] = errorItem(ipc.Errorf(ipc.ErrorCode(e), "request %d: %s", at[k], messageOf(e)))
+			} else {
+				where = append(where, at[k])
+			}
+		}
+		jobs, err := d.submit(ctx, m, preps)
 		if err != nil {
 			return nil, err
 		}
@@ -99,13 +124,20 @@ func (d *Daemon) serveDecideBatch(ctx context.Context, params msgpack.RawMessage
 	return BatchResult{Responses: items}, nil
 }
 
+// messageOf returns the message of a protocol error (err's text for any
+// other).
+func messageOf(err error) string {
+	var perr *ipc.Error
+	if errors.As(err, &perr) {
+		return perr.Message
+	}
+	return err.Error()
+}
+
 // errorItem encodes {"error": {code, message}} for one batch item.
 func errorItem(err error) msgpack.RawMessage {
 	code := ipc.ErrorCode(err)
-	msg := err.Error()
-	if perr, ok := err.(*ipc.Error); ok {
-		msg = perr.Message
-	}
+	msg := messageOf(err)
 	raw, _ := ipc.Marshal(map[string]map[string]string{"error": {"code": string(code), "message": msg}})
 	return raw
 }
@@ -122,13 +154,23 @@ type LoadParams struct {
 }
 
 func (d *Daemon) serveLoad(ctx context.Context, params msgpack.RawMessage) (any, error) {
-	var p LoadParams
+	var p struct {
+		Model *string `json:"model"`
+		Int8  *bool   `json:"int8"`
+	}
 	if len(params) > 0 {
 		if err := ipc.Unmarshal(params, &p); err != nil {
 			return nil, ipc.Errorf(ipc.CodeInvalidParams, "load: params must be {model: string, int8: bool}: %v", err)
 		}
 	}
-	dir, err := ResolveModel(p.Model, d.opts.ModelsDir)
+	if p.Model == nil {
+		return nil, ipc.Errorf(ipc.CodeInvalidParams, "load: params must be {model: NAME_OR_DIR} (\"demo\" for the embedded model); none given")
+	}
+	model := *p.Model
+	if (strings.ContainsRune(model, filepath.Separator) || model == "." || model == "..") && !filepath.IsAbs(model) {
+		return nil, ipc.Errorf(ipc.CodeInvalidParams, "load: %q is a relative path, and the daemon's working directory is not the client's: send an absolute path", model)
+	}
+	dir, err := ResolveModel(model, d.opts.ModelsDir)
 	if err != nil {
 		return nil, ipc.Errorf(ipc.CodeInvalidParams, "load: %v", err)
 	}

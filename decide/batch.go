@@ -2,6 +2,8 @@ package decide
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sort"
 	"time"
 
@@ -12,12 +14,16 @@ import (
 // jobBase is what every request on its way through DecideBatch carries,
 // whatever the checkpoint family.
 type jobBase struct {
-	req    *Request
-	err    error
-	cands  []*candidate // snapshots rows may start from (cachedPositions counts the pre ones)
-	held   []*snapshot  // references to release at the end
-	tokens int
-	done   time.Time
+	req      *Request
+	err      error
+	rendered int          // tokens of every row the request renders (Prepared.Tokens)
+	cands    []*candidate // snapshots rows may start from (cachedPositions counts the pre ones)
+	held     []*snapshot  // references to release at the end
+	tokens   int
+	done     time.Time
+	// bad is set, the first time, when a question's model outputs are not
+	// finite; the request then fails with it.
+	bad *NonFiniteError
 }
 
 func (b *jobBase) base() *jobBase { return b }
@@ -31,39 +37,124 @@ type batchJob interface {
 
 // family is what differs between the checkpoint families in DecideBatch.
 type family[J batchJob] struct {
-	// prepare validates and tokenises a request; a bad one gets err set.
-	prepare func(*Request) J
 	// plan prepares the prefix a good job's rows start from.
-	plan func(context.Context, J) error
+	plan func(context.Context, *runner, J) error
 	// run answers every good job, setting done on each one it finishes.
-	run func(context.Context, []J) error
+	run func(context.Context, *runner, []J) error
 }
 
-// runBatch is DecideBatch's outline, shared by both families: prepare every
-// request, plan their prefixes, run their rows together, and build the
+// Prepared is a request validated and tokenised by [Engine.Prepare],
+// waiting to be answered by [Engine.DecidePrepared] on the same engine. It
+// holds the request's rows as token ids; it is answered once.
+type Prepared struct {
+	e   *Engine
+	job batchJob
+}
+
+// Tokens returns the tokens of every row the request renders: what it costs
+// to hold, and about what it costs to run before prefix sharing.
+func (p *Prepared) Tokens() int { return p.job.base().rendered }
+
+// Prepare validates r against the engine's limits and tokenises its rows:
+// everything of answering it that needs no forward pass. A bad request (one
+// over a limit included) is a *RequestError.
+func (e *Engine) Prepare(r *Request) (*Prepared, error) {
+	var j batchJob
+	if e.ptr != nil {
+		j = e.preparePointer(r)
+	} else {
+		j = e.prepare(r)
+	}
+	if err := j.base().err; err != nil {
+		return nil, err
+	}
+	return &Prepared{e: e, job: j}, nil
+}
+
+// Turn is asked for before each forward pass of [Engine.DecidePrepared],
+// with the pass's padded tokens: it returns once the pass may run, and the
+// pass calls done when it has run. A scheduler that hands turns to several
+// calls in the order they asked interleaves their passes, so that a small
+// request waits for at most one pass of a large one. It returns an error
+// only when ctx ends.
+type Turn func(ctx context.Context, tokens int) (done func(), err error)
+
+// DecideBatch answers many requests at once: each is prepared, then their
+// rows are packed into passes of at most Options.PassTokens padded tokens,
+// longest rows first. The i-th response or error belongs to the i-th
+// request; a bad request does not affect the others.
+func (e *Engine) DecideBatch(ctx context.Context, reqs []*Request) ([]*Response, []error) {
+	if e.ptr != nil {
+		jobs := make([]*pjob, len(reqs))
+		for i, r := range reqs {
+			jobs[i] = e.preparePointer(r)
+		}
+		return runBatch(ctx, e.runner(nil, 0), jobs, e.pointerFamily())
+	}
+	jobs := make([]*job, len(reqs))
+	for i, r := range reqs {
+		jobs[i] = e.prepare(r)
+	}
+	return runBatch(ctx, e.runner(nil, 0), jobs, e.jevfmtFamily())
+}
+
+// DecidePrepared answers prepared requests together, as DecideBatch does,
+// asking turn (if not nil) before each forward pass, no pass longer than
+// passTokens padded tokens where the rows allow (0: Options.PassTokens).
+// Each request must have been prepared by this engine and is answered once.
+func (e *Engine) DecidePrepared(ctx context.Context, ps []*Prepared, turn Turn, passTokens int) ([]*Response, []error) {
+	errs := make([]error, len(ps))
+	var pjobs []*pjob
+	var jobs []*job
+	var at []int
+	for i, p := range ps {
+		if p.e != e {
+			errs[i] = errors.New("decide: a request prepared by another engine")
+			continue
+		}
+		switch j := p.job.(type) {
+		case *pjob:
+			pjobs = append(pjobs, j)
+		case *job:
+			jobs = append(jobs, j)
+		}
+		at = append(at, i)
+	}
+	var rs []*Response
+	var es []error
+	if e.ptr != nil {
+		rs, es = runBatch(ctx, e.runner(turn, passTokens), pjobs, e.pointerFamily())
+	} else {
+		rs, es = runBatch(ctx, e.runner(turn, passTokens), jobs, e.jevfmtFamily())
+	}
+	resps := make([]*Response, len(ps))
+	for k, i := range at {
+		resps[i], errs[i] = rs[k], es[k]
+	}
+	return resps, errs
+}
+
+// runBatch is DecideBatch's outline, shared by both families: plan the
+// prefixes of the prepared jobs, run their rows together, and build the
 // responses. A bad request fails alone; an error of the model fails every
 // job it left unfinished. Snapshot references are released in any case.
-func runBatch[J batchJob](ctx context.Context, e *Engine, reqs []*Request, f family[J]) ([]*Response, []error) {
+func runBatch[J batchJob](ctx context.Context, r *runner, jobs []J, f family[J]) ([]*Response, []error) {
 	start := time.Now()
-	resps := make([]*Response, len(reqs))
-	errs := make([]error, len(reqs))
-	jobs := make([]J, len(reqs))
-	for i, r := range reqs {
-		jobs[i] = f.prepare(r)
-	}
+	resps := make([]*Response, len(jobs))
+	errs := make([]error, len(jobs))
 	defer func() {
 		for _, j := range jobs {
 			for _, sn := range j.base().held {
-				e.store.release(sn)
+				r.e.store.release(sn)
 			}
 		}
 	}()
 	for _, j := range jobs {
 		if b := j.base(); b.err == nil {
-			b.err = f.plan(ctx, j)
+			b.err = f.plan(ctx, r, j)
 		}
 	}
-	if err := f.run(ctx, jobs); err != nil {
+	if err := f.run(ctx, r, jobs); err != nil {
 		for _, j := range jobs {
 			if b := j.base(); b.err == nil && b.done.IsZero() {
 				b.err = err
@@ -72,12 +163,20 @@ func runBatch[J batchJob](ctx context.Context, e *Engine, reqs []*Request, f fam
 	}
 	for i, j := range jobs {
 		b := j.base()
+		if b.err == nil && b.bad != nil {
+			b.err = b.bad
+		}
 		if b.err != nil {
 			errs[i] = b.err
 			continue
 		}
+		as := j.answers()
+		if err := checkAnswers(as); err != nil {
+			errs[i] = err
+			continue
+		}
 		resps[i] = &Response{
-			Answers:      j.answers(),
+			Answers:      as,
 			Tokens:       b.tokens,
 			CachedTokens: cachedPositions(b.cands),
 			ElapsedMS:    float64(b.done.Sub(start).Microseconds()) / 1000,
@@ -86,37 +185,132 @@ func runBatch[J batchJob](ctx context.Context, e *Engine, reqs []*Request, f fam
 	return resps, errs
 }
 
-// forwardPasses runs rows longest first in passes of at most MaxPassTokens
+// runner runs one batch's forward passes: each in a turn of its own, none
+// longer than maxTokens padded tokens where the rows allow.
+type runner struct {
+	e         *Engine
+	turn      Turn // nil: every pass at once
+	maxTokens int
+}
+
+// runner returns the runner of one batch on e, its passes at most
+// maxTokens (0: the engine's bound).
+func (e *Engine) runner(turn Turn, maxTokens int) *runner {
+	if maxTokens <= 0 {
+		maxTokens = e.passTokens
+	}
+	return &runner{e: e, turn: turn, maxTokens: maxTokens}
+}
+
+// pass runs f, a pass of the given padded tokens, in a turn of its own.
+func (r *runner) pass(ctx context.Context, tokens int, f func() error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if r.turn == nil {
+		return f()
+	}
+	done, err := r.turn(ctx, tokens)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return f()
+}
+
+// prefill runs ids (at least one) after prefix and returns the state after
+// them: in pieces of at most maxTokens, each a pass in its own turn, freeing
+// the states between them. prefix is not modified.
+func (r *runner) prefill(ctx context.Context, prefix *model.State, ids []int32) (*model.State, error) {
+	if len(ids) == 0 {
+		return nil, errors.New("prefill: no tokens")
+	}
+	st := prefix
+	for off := 0; off < len(ids); {
+		n := min(r.maxTokens, len(ids)-off)
+		var next *model.State
+		err := r.pass(ctx, n, func() (err error) {
+			next, err = r.e.m.Prefill(ctx, st, ids[off:off+n])
+			return err
+		})
+		if st != prefix {
+			st.Free()
+		}
+		if err != nil {
+			return nil, err
+		}
+		st, off = next, off+n
+	}
+	return st, nil
+}
+
+// forwardPasses runs rows longest first in passes of at most maxTokens
 // padded tokens, split where padding would cost more than a pass
 // (planPasses), and hands each row's output to done with the row's index.
-// It stops at the first error, or when ctx ends between passes.
-func (e *Engine) forwardPasses(ctx context.Context, rows []model.Row, head *tensor.Weight, done func(i int, out []float32)) error {
-	order := make([]int, len(rows))
-	for i := range order {
-		order[i] = i
+// A row longer than maxTokens has its head (up to its first gathered
+// position) prefilled in pieces first, then runs its tail alone, so that no
+// pass is longer than it must be. It stops at the first error, or when ctx
+// ends between passes.
+func (r *runner) forwardPasses(ctx context.Context, rows []model.Row, head *tensor.Weight, done func(i int, out []float32)) error {
+	var short []int
+	for i, row := range rows {
+		cut := len(row.IDs) - r.maxTokens
+		for _, g := range row.Gather {
+			cut = min(cut, g)
+		}
+		if cut <= 0 {
+			short = append(short, i)
+			continue
+		}
+		if err := r.longRow(ctx, row, cut, head, func(out []float32) { done(i, out) }); err != nil {
+			return err
+		}
 	}
-	sort.SliceStable(order, func(a, b int) bool { return len(rows[order[a]].IDs) > len(rows[order[b]].IDs) })
-	lens := make([]int, len(rows))
-	for k, i := range order {
+	sort.SliceStable(short, func(a, b int) bool { return len(rows[short[a]].IDs) > len(rows[short[b]].IDs) })
+	lens := make([]int, len(short))
+	for k, i := range short {
 		lens[k] = len(rows[i].IDs)
 	}
 	start := 0
-	for _, end := range planPasses(lens, MaxPassTokens) {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
+	for _, end := range planPasses(lens, r.maxTokens) {
 		pass := make([]model.Row, end-start)
 		for k := range pass {
-			pass[k] = rows[order[start+k]]
+			pass[k] = rows[short[start+k]]
 		}
-		out, err := e.m.Forward(ctx, pass, head)
-		if err != nil {
+		var out [][]float32
+		if err := r.pass(ctx, len(pass)*len(pass[0].IDs), func() (err error) {
+			out, err = r.e.m.Forward(ctx, pass, head)
+			return err
+		}); err != nil {
 			return err
 		}
 		for k := range pass {
-			done(order[start+k], out[k])
+			done(short[start+k], out[k])
 		}
 		start = end
 	}
+	return nil
+}
+
+// longRow runs a row whose first cut tokens hold no gathered position: they
+// are prefilled (in pieces), then the rest runs as a pass of its own.
+func (r *runner) longRow(ctx context.Context, row model.Row, cut int, head *tensor.Weight, done func(out []float32)) error {
+	st, err := r.prefill(ctx, row.Prefix, row.IDs[:cut])
+	if err != nil {
+		return fmt.Errorf("run a long row's head: %w", err)
+	}
+	defer st.Free()
+	tail := model.Row{Prefix: st, IDs: row.IDs[cut:], Gather: make([]int, len(row.Gather))}
+	for k, g := range row.Gather {
+		tail.Gather[k] = g - cut
+	}
+	var out [][]float32
+	if err := r.pass(ctx, len(tail.IDs), func() (err error) {
+		out, err = r.e.m.Forward(ctx, []model.Row{tail}, head)
+		return err
+	}); err != nil {
+		return err
+	}
+	done(out[0])
 	return nil
 }

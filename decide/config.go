@@ -187,7 +187,15 @@ func rotatedMean(rows [][]float32, logPrior []float64) []float64 {
 
 // Encoder is the part of a tokenizer the decision layer uses.
 type Encoder interface {
+	// Encode returns the token ids of s.
 	Encode(s string) []int32
+	// EncodeLimit returns the ids of s when it has at most max tokens, and
+	// a *tokenizer.LimitError otherwise, tokenising little more than max
+	// tokens' worth of s (*tokenizer.Tokenizer's method).
+	EncodeLimit(s string, max int) ([]int32, error)
+	// MaxTokenBytes returns the most bytes of text one token covers (0:
+	// unbounded).
+	MaxTokenBytes() int
 }
 
 // checkLetters checks that every letter tokenises to exactly one token, the

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"sort"
@@ -34,6 +33,12 @@ type Options struct {
 	CacheLimit int64
 	// Progress, if set, is called while the checkpoint's tensors are read.
 	Progress func(done, total int64)
+	// Limits bound each request (zero fields: the defaults).
+	Limits Limits
+	// PassTokens bounds the padded tokens of one forward pass (0:
+	// MaxPassTokens; DecidePrepared may ask for less). Longer rows run their
+	// heads in pieces.
+	PassTokens int
 	// RowForm, for comparisons and tests, makes a pointer/1 engine run each
 	// question as one row that recomputes the state (system turn and
 	// evidence) from the first token, using and keeping no snapshots. It is
@@ -76,6 +81,9 @@ type Engine struct {
 	info     Info
 	preamble *snapshot // never released
 	store    *snapshotStore
+	limits   Limits // read-only after open
+	// passTokens bounds a pass (Options.PassTokens); read-only after open.
+	passTokens int
 
 	// trace, when set (by tests), sees every row run: the request, the
 	// question, the row's full ids and its letter logits.
@@ -88,7 +96,9 @@ type Engine struct {
 // answer the same requests with the same responses.
 func Open(dir string, be tensor.Backend, opts Options) (*Engine, error) {
 	src := ckptSource{
-		read: func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, filepath.FromSlash(name))) },
+		read: func(name string) ([]byte, error) {
+			return readCheckpointFile(filepath.Join(dir, filepath.FromSlash(name)))
+		},
 		load: func(sub string, lo model.LoadOptions) (*model.Model, error) {
 			return model.Load(filepath.Join(dir, filepath.FromSlash(sub)), be, lo)
 		},
@@ -136,6 +146,15 @@ func OpenFS(fsys fs.FS, name string, be tensor.Backend, opts Options) (*Engine, 
 	}
 	return e, nil
 }
+
+// maxReadFile bounds the checkpoint files the engine reads whole (the
+// decision config, tokenizer.json, a pointer head): a real tokenizer.json is
+// about 11 MB.
+const maxReadFile = 256 << 20
+
+// readCheckpointFile reads a checkpoint file whole, refusing one over
+// maxReadFile before reading it.
+func readCheckpointFile(path string) ([]byte, error) { return model.ReadFileMax(path, maxReadFile) }
 
 // ckptSource reads a checkpoint's files; paths are slash-separated and
 // relative to the checkpoint directory ("." for itself).
@@ -192,6 +211,7 @@ func newEngine(cfg *Config, tok Encoder, m *model.Model, info Info, opts Options
 		limit = DefaultCacheLimit
 	}
 	e := &Engine{cfg: cfg, tok: tok, m: m, head: m.HeadRows(cfg.LetterTokenIDs), store: newSnapshotStore(limit)}
+	e.setLimits(opts)
 	info.Format = cfg.Format
 	info.Backend = m.Backend().Name()
 	info.Int8, info.WeightBytes = m.Int8(), m.WeightBytes()
@@ -208,6 +228,26 @@ func newEngine(cfg *Config, tok Encoder, m *model.Model, info Info, opts Options
 	info.PreambleTokens = len(pre)
 	e.info = info
 	return e, nil
+}
+
+// setLimits fills the engine's limits and pass bound from opts and the
+// model.
+func (e *Engine) setLimits(opts Options) {
+	e.limits = opts.Limits.withDefaults(e.m.Config.MaxPositions)
+	e.passTokens = opts.PassTokens
+	if e.passTokens <= 0 {
+		e.passTokens = MaxPassTokens
+	}
+}
+
+// Limits returns the limits the engine holds each request to.
+func (e *Engine) Limits() Limits { return e.limits }
+
+// maxEvidenceBytes bounds the rendered evidence a request may have before
+// it is tokenised: a token covers at most MaxTokenBytes bytes, of text that
+// normalization may have shortened fourfold (0: no bound known).
+func (e *Engine) maxEvidenceBytes() int {
+	return e.limits.MaxEvidenceTokens * e.tok.MaxTokenBytes() * 4
 }
 
 // computePreamble returns the longest token prefix shared by rows about
@@ -307,19 +347,9 @@ type task struct {
 	rest  []int32
 }
 
-// DecideBatch answers many requests at once: their rows are packed into
-// passes of at most MaxPassTokens padded tokens, longest rows first. The
-// i-th response or error belongs to the i-th request; a bad request does
-// not affect the others.
-func (e *Engine) DecideBatch(ctx context.Context, reqs []*Request) ([]*Response, []error) {
-	if e.ptr != nil {
-		return e.decidePointer(ctx, reqs)
-	}
-	return runBatch(ctx, e, reqs, family[*job]{
-		prepare: e.prepare,
-		plan:    e.planPrefix,
-		run:     e.runStages,
-	})
+// jevfmtFamily is DecideBatch's plan and run for jevfmt/1 checkpoints.
+func (e *Engine) jevfmtFamily() family[*job] {
+	return family[*job]{plan: e.planPrefix, run: e.runStages}
 }
 
 func (j *job) answers() Answers {
@@ -333,48 +363,90 @@ func (j *job) answers() Answers {
 }
 
 // prepare validates a request, renders and tokenises the first rows of each
-// question and checks them against the model's limit.
+// question and checks them against the model's and the request limits.
 func (e *Engine) prepare(r *Request) *job {
 	j := &job{jobBase: jobBase{req: r}}
-	ev, err := validatedEvidence(r)
+	j.err = e.prepareRows(j)
+	return j
+}
+
+func (e *Engine) prepareRows(j *job) error {
+	r := j.req
+	ev, err := validatedEvidence(r, e.limits, e.maxEvidenceBytes())
 	if err != nil {
-		j.err = err
-		return j
+		return err
+	}
+	evIDs, err := evidenceTokens(e.tok, ev, e.limits)
+	if err != nil {
+		return err
 	}
 	j.evidence = ev
-	lim := rowLimit{limit: e.info.MaxPositions}
+	lim := rowLimit{limit: e.info.MaxPositions, evidence: len(evIDs)}
+	total := requestTokens{max: e.limits.MaxRequestTokens}
 	for i := range r.Questions {
 		q := &r.Questions[i]
 		opts, _ := q.Options() // validated above
 		qj := &qjob{q: q, opts: opts, T: e.cfg.TemperatureByType[string(q.Type)], shifts: 1, rank: newRanking(len(opts), e.cfg.WideChoice)}
 		if r.Permuted(q) {
 			if len(opts) > e.cfg.WideChoice.Group {
-				j.err = &RequestError{Question: q.Name, Field: "permute",
+				return &RequestError{Question: q.Name, Field: "permute",
 					Message: fmt.Sprintf("%d options: a permuted question takes at most %d with this model (its wide_choice.group)", len(opts), e.cfg.WideChoice.Group)}
-				return j
 			}
 			qj.shifts = len(opts)
 		}
+		j.qs = append(j.qs, qj)
+		longest := 0
 		for _, g := range qj.rank.groups {
-			for s := range qj.shifts {
-				qj.first = append(qj.first, e.tok.Encode(e.rowText(j, qj, g, s)))
+			for sh := range qj.shifts {
+				ids, n, err := encodeRow(e.tok, e.rowText(j, qj, g, sh), lim.limit)
+				if err != nil {
+					return questionError(q, err)
+				}
+				qj.first = append(qj.first, ids)
+				longest = max(longest, n)
+				if err := total.add(n); err != nil {
+					return err
+				}
 			}
 		}
-		j.qs = append(j.qs, qj)
-		if lim.limit <= 0 {
-			continue
-		}
-		longest := 0
-		for _, ids := range qj.first {
-			longest = max(longest, len(ids))
-		}
 		if len(opts) > e.cfg.WideChoice.Group {
-			longest = max(longest, e.wideBound(j, qj))
+			bound, err := e.wideBound(j, qj, lim.limit)
+			if err != nil {
+				return questionError(q, err)
+			}
+			longest = max(longest, bound)
+			if err := total.add(laterRows(len(opts), e.cfg.WideChoice) * bound); err != nil {
+				return err
+			}
 		}
 		lim.add(q, longest)
 	}
-	j.err = lim.err(len(r.Questions))
-	return j
+	j.rendered = total.n
+	return lim.err(len(r.Questions))
+}
+
+// questionError puts a question's name on a request error that lacks one.
+func questionError(q *Question, err error) error {
+	if re, ok := err.(*RequestError); ok && re.Question == "" {
+		re.Question = q.Name
+	}
+	return err
+}
+
+// laterRows counts the rows of a wide question's stages after the first:
+// each stage keeps Keep options of each group, until one row holds them.
+func laterRows(n int, w WideChoice) int {
+	rows := 0
+	for n > w.Group {
+		k := (n + w.Group - 1) / w.Group
+		n = min(n, k*w.Keep)
+		if n > w.Group {
+			rows += (n + w.Group - 1) / w.Group
+		} else {
+			rows++
+		}
+	}
+	return rows
 }
 
 // rowText renders the row ranking options g of a question, rotated by
@@ -390,8 +462,8 @@ func (e *Engine) rowText(j *job, qj *qjob, g []int, shift int) string {
 // wideBound bounds the length of any later row of a wide question. Such a
 // row shows at most min(Group, groups × Keep) survivors; the bound is a row
 // of that many options with the longest labels, plus a token per line for
-// merges at the line edges.
-func (e *Engine) wideBound(j *job, qj *qjob) int {
+// merges at the line edges. A bound over limit is reported as at least that.
+func (e *Engine) wideBound(j *job, qj *qjob, limit int) (int, error) {
 	idx := make([]int, len(qj.opts))
 	for i := range idx {
 		idx[i] = i
@@ -399,14 +471,15 @@ func (e *Engine) wideBound(j *job, qj *qjob) int {
 	sort.SliceStable(idx, func(a, b int) bool { return len(qj.opts[idx[a]].Label) > len(qj.opts[idx[b]].Label) })
 	w := e.cfg.WideChoice
 	g := idx[:min(w.Group, len(qj.rank.groups)*w.Keep, len(idx))]
-	return len(e.tok.Encode(e.rowText(j, qj, g, 0))) + len(g)
+	_, n, err := encodeRow(e.tok, e.rowText(j, qj, g, 0), limit)
+	return n + len(g), err
 }
 
 // planPrefix chooses the snapshots a job's rows start from: the preamble, a
 // kept snapshot of the rows' common prefix, and, when it saves at least
 // minPrefixSaving tokens, the common prefix run once now (and offered to the
 // store).
-func (e *Engine) planPrefix(ctx context.Context, j *job) error {
+func (e *Engine) planPrefix(ctx context.Context, r *runner, j *job) error {
 	var rows [][]int32
 	for _, qj := range j.qs {
 		rows = append(rows, qj.first...)
@@ -439,10 +512,7 @@ func (e *Engine) planPrefix(ctx context.Context, j *job) error {
 	if len(rows) < 2 || (len(rows)-1)*(c-baseLen) < minPrefixSaving {
 		return nil
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	st, err := e.m.Prefill(ctx, baseState, common[baseLen:])
+	st, err := r.prefill(ctx, baseState, common[baseLen:])
 	if err != nil {
 		return fmt.Errorf("run the shared prefix: %w", err)
 	}
@@ -459,7 +529,7 @@ func (e *Engine) planPrefix(ctx context.Context, j *job) error {
 
 // runStages runs the rows of every job, stage after stage of the wide-choice
 // rule, until every question is answered. An error from the model ends it.
-func (e *Engine) runStages(ctx context.Context, jobs []*job) error {
+func (e *Engine) runStages(ctx context.Context, r *runner, jobs []*job) error {
 	first := true
 	for {
 		var tasks []task
@@ -480,6 +550,7 @@ func (e *Engine) runStages(ctx context.Context, jobs []*job) error {
 						if first {
 							ids = qj.first[g*qj.shifts+s]
 						} else {
+							// Within the limits: wideBound held every later row to them.
 							ids = e.tok.Encode(e.rowText(j, qj, opts, s))
 						}
 						tasks = append(tasks, e.makeTask(j, qj, g, s, ids))
@@ -491,7 +562,7 @@ func (e *Engine) runStages(ctx context.Context, jobs []*job) error {
 		if len(tasks) == 0 {
 			return nil
 		}
-		if err := e.runTasks(ctx, tasks); err != nil {
+		if err := e.runTasks(ctx, r, tasks); err != nil {
 			return err
 		}
 		now := time.Now()
@@ -528,7 +599,7 @@ func (e *Engine) makeTask(j *job, qj *qjob, g, shift int, ids []int32) task {
 // runTasks runs the tasks' rows (forwardPasses) and, once a question's rows
 // of the stage are all in, reads each group's probabilities (Config.Logits,
 // Softmax) and advances its ranking.
-func (e *Engine) runTasks(ctx context.Context, tasks []task) error {
+func (e *Engine) runTasks(ctx context.Context, r *runner, tasks []task) error {
 	rows := make([]model.Row, len(tasks))
 	for k, t := range tasks {
 		rows[k] = model.Row{IDs: t.rest, Gather: []int{len(t.rest) - 1}}
@@ -536,7 +607,7 @@ func (e *Engine) runTasks(ctx context.Context, tasks []task) error {
 			rows[k].Prefix = t.from.sn.state
 		}
 	}
-	return e.forwardPasses(ctx, rows, e.head, func(k int, out []float32) {
+	return r.forwardPasses(ctx, rows, e.head, func(k int, out []float32) {
 		t := tasks[k]
 		t.j.tokens += len(t.rest)
 		if e.trace != nil {
@@ -548,6 +619,7 @@ func (e *Engine) runTasks(ctx context.Context, tasks []task) error {
 		}
 		qj := t.qj
 		n := len(qj.rank.groups[t.g])
+		t.j.checkLogits(qj.q, out[:n])
 		qj.rows[t.g][t.shift] = append([]float32(nil), out[:n]...)
 		qj.pending--
 		if qj.pending > 0 {

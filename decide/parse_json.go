@@ -31,8 +31,9 @@ func parseJSONValue(data []byte) (Value, error) {
 }
 
 type jsonParser struct {
-	data []byte
-	pos  int
+	data   []byte
+	pos    int
+	values int // values read so far
 }
 
 // errorf returns a *RequestError about the JSON text at the current position.
@@ -62,6 +63,9 @@ func (p *jsonParser) literal(word string) bool {
 }
 
 func (p *jsonParser) value(path *pathNode, depth int) (Value, error) {
+	if p.values++; p.values > MaxValues {
+		return Value{}, pathError(path, fmt.Sprintf("more than %d values in the document (max_values): no model takes that much evidence", MaxValues))
+	}
 	if p.pos >= len(p.data) {
 		return Value{}, p.errorf(path, "unexpected end of input")
 	}

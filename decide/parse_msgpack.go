@@ -28,8 +28,9 @@ func parseMsgpackValue(data []byte) (Value, error) {
 }
 
 type mpParser struct {
-	r *bytes.Reader
-	d *msgpack.Decoder
+	r      *bytes.Reader
+	d      *msgpack.Decoder
+	values int // values read so far
 }
 
 func (p *mpParser) fail(path *pathNode, err error) error {
@@ -43,6 +44,9 @@ func (p *mpParser) errorf(path *pathNode, format string, args ...any) error {
 }
 
 func (p *mpParser) value(path *pathNode, depth int) (Value, error) {
+	if p.values++; p.values > MaxValues {
+		return Value{}, pathError(path, fmt.Sprintf("more than %d values in the document (max_values): no model takes that much evidence", MaxValues))
+	}
 	c, err := p.d.PeekCode()
 	if err != nil {
 		return Value{}, p.fail(path, err)
@@ -97,7 +101,7 @@ func (p *mpParser) value(path *pathNode, depth int) (Value, error) {
 		if n > p.r.Len() {
 			return Value{}, p.errorf(path, "array of %d items in %d bytes", n, p.r.Len())
 		}
-		v := Value{Kind: Array, Arr: make([]Value, 0, n)}
+		v := Value{Kind: Array, Arr: make([]Value, 0, min(n, MaxValues-p.values+1))}
 		for i := 0; i < n; i++ {
 			x, err := p.value(indexPath(path, i), depth+1)
 			if err != nil {
@@ -117,8 +121,8 @@ func (p *mpParser) value(path *pathNode, depth int) (Value, error) {
 		if 2*n > p.r.Len() {
 			return Value{}, p.errorf(path, "map of %d entries in %d bytes", n, p.r.Len())
 		}
-		v := Value{Kind: Object, Obj: make([]Member, 0, n)}
-		seen := make(map[string]bool, n)
+		v := Value{Kind: Object, Obj: make([]Member, 0, min(n, MaxValues-p.values+1))}
+		seen := make(map[string]bool, min(n, MaxValues-p.values+1))
 		for i := 0; i < n; i++ {
 			kc, err := p.d.PeekCode()
 			if err != nil {

@@ -161,6 +161,7 @@ func openPointer(src ckptSource, cfgData []byte, info Info, opts Options) (_ *En
 		limit = DefaultCacheLimit
 	}
 	e := &Engine{ptr: pe, tok: tok, m: m, store: newSnapshotStore(limit), preamble: &snapshot{refs: 1}}
+	e.setLimits(opts)
 	pre := pointerPreamble(tok, cfg.System)
 	if len(pre) > 0 {
 		st, err := m.Prefill(context.Background(), nil, pre)
@@ -236,18 +237,37 @@ func pointerPreamble(tok Encoder, system string) []int32 {
 
 // pointerBranch returns the token ids of one question's branch, built piece
 // by piece, with the positions the head reads: the last token of each
-// option's piece and the last token of the branch (decide).
-func pointerBranch(tok Encoder, instructions string, opts []Option) (ids []int32, decide int, pos []int) {
-	ids = tok.Encode("Question: " + instructions + "\nOptions:\n")
+// option's piece and the last token of the branch (decide). A branch longer
+// than max tokens comes back without ids, n being the least it has; n is its
+// length otherwise.
+func pointerBranch(tok Encoder, instructions string, opts []Option, max int) (ids []int32, decide int, pos []int, n int, err error) {
+	piece := func(s string) bool {
+		got, atLeast, err2 := encodeRow(tok, s, max-len(ids))
+		if err2 != nil {
+			err = err2
+			return false
+		}
+		if got == nil && atLeast > 0 {
+			n = len(ids) + atLeast
+			return false
+		}
+		ids = append(ids, got...)
+		return true
+	}
+	if !piece("Question: " + instructions + "\nOptions:\n") {
+		return nil, 0, nil, n, err
+	}
 	nl := tok.Encode("\n")
 	pos = make([]int, len(opts))
 	for i, o := range opts {
-		ids = append(ids, tok.Encode("- "+o.Label)...)
+		if !piece("- " + o.Label) {
+			return nil, 0, nil, n, err
+		}
 		pos[i] = len(ids) - 1
 		ids = append(ids, nl...)
 	}
 	ids = append(ids, tok.Encode("<|im_end|>\n<|im_start|>assistant\n")...)
-	return ids, len(ids) - 1, pos
+	return ids, len(ids) - 1, pos, len(ids), nil
 }
 
 // pjob is one pointer/1 request on its way through DecideBatch. Its cands
@@ -280,21 +300,20 @@ type pbranch struct {
 	pos    []int
 }
 
-// decidePointer is DecideBatch for a pointer/1 engine: each request's state
+// pointerFamily is DecideBatch for a pointer/1 engine: each request's state
 // runs once into a prefix state (or comes from the snapshot store), then
 // every question's branch runs as a right-padded row from it, rows of all
-// requests packed into passes of at most MaxPassTokens padded tokens.
-func (e *Engine) decidePointer(ctx context.Context, reqs []*Request) ([]*Response, []error) {
-	return runBatch(ctx, e, reqs, family[*pjob]{
-		prepare: e.preparePointer,
-		plan: func(ctx context.Context, j *pjob) error {
+// requests packed into passes of at most Options.PassTokens padded tokens.
+func (e *Engine) pointerFamily() family[*pjob] {
+	return family[*pjob]{
+		plan: func(ctx context.Context, r *runner, j *pjob) error {
 			if e.ptr.row {
 				return nil
 			}
-			return e.pointerState(ctx, j)
+			return e.pointerState(ctx, r, j)
 		},
 		run: e.runBranches,
-	})
+	}
 }
 
 func (j *pjob) answers() Answers {
@@ -306,23 +325,35 @@ func (j *pjob) answers() Answers {
 }
 
 // preparePointer validates a request, tokenises its state and branches and
-// checks them against the model's limit.
+// checks them against the model's and the request limits.
 func (e *Engine) preparePointer(r *Request) *pjob {
 	j := &pjob{jobBase: jobBase{req: r}}
-	ev, err := validatedEvidence(r)
+	j.err = e.preparePointerRows(j)
+	j.left = len(j.qs)
+	return j
+}
+
+func (e *Engine) preparePointerRows(j *pjob) error {
+	r := j.req
+	ev, err := validatedEvidence(r, e.limits, e.maxEvidenceBytes())
 	if err != nil {
-		j.err = err
-		return j
+		return err
 	}
-	j.state = e.tok.Encode(pointerState(e.ptr.cfg.System, ev))
-	lim := rowLimit{limit: e.info.MaxPositions}
+	if j.state, err = evidenceTokens(e.tok, pointerState(e.ptr.cfg.System, ev), e.limits); err != nil {
+		return err
+	}
+	limit := e.info.MaxPositions
+	lim := rowLimit{limit: limit, evidence: len(j.state) - len(e.preamble.ids)}
+	total := requestTokens{max: e.limits.MaxRequestTokens}
+	if err := total.add(len(j.state)); err != nil {
+		return err
+	}
 	for i := range r.Questions {
 		q := &r.Questions[i]
 		opts, _ := q.Options() // validated above
 		if len(opts) > MaxPointerOptions {
-			j.err = &RequestError{Question: q.Name, Field: "criteria",
+			return &RequestError{Question: q.Name, Field: "criteria",
 				Message: fmt.Sprintf("%d options: this model (%s) takes at most %d", len(opts), PointerFormat, MaxPointerOptions)}
-			return j
 		}
 		pq := &pquestion{q: q, opts: opts}
 		shifts := 1
@@ -330,27 +361,33 @@ func (e *Engine) preparePointer(r *Request) *pjob {
 			shifts = len(opts)
 		}
 		longest := 0
-		for s := range shifts {
-			shown := append(append([]Option(nil), opts[s:]...), opts[:s]...)
+		for sh := range shifts {
+			shown := append(append([]Option(nil), opts[sh:]...), opts[:sh]...)
 			var b pbranch
-			b.ids, b.decide, b.pos = pointerBranch(e.tok, q.Instructions, shown)
+			var n int
+			b.ids, b.decide, b.pos, n, err = pointerBranch(e.tok, q.Instructions, shown, limit-len(j.state))
+			if err != nil {
+				return questionError(q, err)
+			}
 			pq.branches = append(pq.branches, b)
-			longest = max(longest, len(b.ids))
+			longest = max(longest, n)
+			if err := total.add(n); err != nil {
+				return err
+			}
 		}
 		pq.logits = make([][]float32, shifts)
 		pq.pending = shifts
 		j.qs = append(j.qs, pq)
 		lim.add(q, len(j.state)+longest)
 	}
-	j.err = lim.err(len(r.Questions))
-	j.left = len(j.qs)
-	return j
+	j.rendered = total.n
+	return lim.err(len(r.Questions))
 }
 
 // pointerState makes the snapshot of a job's state that its branches start
 // from: a kept one, or the state run from the longest snapshot that
 // precedes it (the preamble, a kept shorter prefix) and offered to the store.
-func (e *Engine) pointerState(ctx context.Context, j *pjob) error {
+func (e *Engine) pointerState(ctx context.Context, r *runner, j *pjob) error {
 	S := j.state
 	var base *snapshot
 	if len(e.preamble.ids) > 0 && len(e.preamble.ids) < len(S) && isPrefix(e.preamble.ids, S) {
@@ -374,10 +411,7 @@ func (e *Engine) pointerState(ctx context.Context, j *pjob) error {
 	if base != nil {
 		baseState, baseLen = base.state, len(base.ids)
 	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	st, err := e.m.Prefill(ctx, baseState, S[baseLen:])
+	st, err := r.prefill(ctx, baseState, S[baseLen:])
 	if err != nil {
 		return fmt.Errorf("run the state: %w", err)
 	}
@@ -399,7 +433,7 @@ type ptask struct {
 
 // runBranches runs every question's row (forwardPasses) and reads the head
 // out.
-func (e *Engine) runBranches(ctx context.Context, jobs []*pjob) error {
+func (e *Engine) runBranches(ctx context.Context, r *runner, jobs []*pjob) error {
 	var tasks []ptask
 	for _, j := range jobs {
 		if j.err != nil {
@@ -427,7 +461,7 @@ func (e *Engine) runBranches(ctx context.Context, jobs []*pjob) error {
 	for k, t := range tasks {
 		rows[k] = t.row
 	}
-	return e.forwardPasses(ctx, rows, nil, func(k int, out []float32) {
+	return r.forwardPasses(ctx, rows, nil, func(k int, out []float32) {
 		t := tasks[k]
 		pq := t.pq
 		b := &pq.branches[t.shift]
@@ -435,6 +469,7 @@ func (e *Engine) runBranches(ctx context.Context, jobs []*pjob) error {
 		if e.ptr.trace != nil {
 			e.ptr.trace(t.j.req, pq.q, t.j.state, b.ids, b.decide, b.pos, z)
 		}
+		t.j.checkLogits(pq.q, z)
 		pq.logits[t.shift] = z
 		t.j.tokens += len(t.row.IDs)
 		if pq.pending--; pq.pending > 0 {
@@ -482,7 +517,7 @@ func (pe *pointerEngine) logits(h []float32, n, H int) []float32 {
 // family: a decision_config.json with the model's config.json beside it
 // (jevfmt/1) or in its base directory (pointer/1).
 func IsCheckpoint(dir string) bool {
-	data, err := os.ReadFile(filepath.Join(dir, ConfigFile))
+	data, err := readCheckpointFile(filepath.Join(dir, ConfigFile))
 	if err != nil {
 		return false
 	}

@@ -435,7 +435,7 @@ func TestPointerBadRequests(t *testing.T) {
 		{"257 options", `{"evidence": {}, "questions": {"w": {"type": "choice", "instructions": "Which?", "criteria": ` + wideCriteria(257) + `}}}`,
 			`question "w": criteria: 257 options: this model (pointer/1) takes at most 256`},
 		{"too long", `{"evidence": "` + strings.Repeat("many words here ", 400) + `", "questions": {"q": {"type": "noul", "instructions": "Is it?"}}}`,
-			"evidence: too long: every question's row exceeds the model's limit of 1024 tokens"},
+			"evidence: too long: at least 1026 tokens, the model takes at most 1024 (max_evidence_tokens)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -36,11 +36,12 @@ func WarmUpRequests() []*Request {
 // warmUpRows renders every question of the warm-up requests as one whole
 // row of token ids (the first row a request would run: the first
 // wide-choice group of its options), through row, which renders one
-// question of a request whose evidence is ev.
+// question of a request whose evidence is ev (nil: the question is left
+// out).
 func warmUpRows(row func(ev string, q *Question, opts []Option) []int32) [][]int32 {
 	var rows [][]int32
 	for _, r := range WarmUpRequests() {
-		ev, err := validatedEvidence(r)
+		ev, err := validatedEvidence(r, Limits{}.withDefaults(0), 0)
 		if err != nil {
 			continue // cannot happen for the constant shapes; nothing to calibrate on
 		}
@@ -50,7 +51,9 @@ func warmUpRows(row func(ev string, q *Question, opts []Option) []int32) [][]int
 			if err != nil {
 				continue
 			}
-			rows = append(rows, row(ev, q, opts))
+			if ids := row(ev, q, opts); len(ids) > 0 {
+				rows = append(rows, ids)
+			}
 		}
 	}
 	return rows
@@ -72,7 +75,10 @@ func (c *Config) warmUpRows(tok Encoder) [][]int32 {
 // runs them: the state, then the question's branch.
 func (c *PointerConfig) warmUpRows(tok Encoder) [][]int32 {
 	return warmUpRows(func(ev string, q *Question, opts []Option) []int32 {
-		branch, _, _ := pointerBranch(tok, q.Instructions, opts)
+		branch, _, _, _, err := pointerBranch(tok, q.Instructions, opts, 1<<30)
+		if err != nil {
+			return nil
+		}
 		return append(tok.Encode(pointerState(c.System, ev)), branch...)
 	})
 }

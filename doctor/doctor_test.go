@@ -166,7 +166,7 @@ func TestModelsCheck(t *testing.T) {
 
 func TestDaemonCheck(t *testing.T) {
 	ctx := context.Background()
-	sock := filepath.Join(t.TempDir(), "s.sock")
+	sock := filepath.Join(t.TempDir(), "run", "s.sock") // Listen makes run/ private
 	if d := checkDaemon(ctx, sock, time.Second); d.Status != Failed || d.Answers || d.Reported != nil || !strings.Contains(d.Reason, "no daemon answers") {
 		t.Errorf("no daemon: %+v", d)
 	}

@@ -26,7 +26,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		b.Fatal(err)
 	}
 	h := HandlerFunc(func(ctx context.Context, r *Request) (any, error) { return resp, nil })
-	path := filepath.Join(b.TempDir(), "b.sock")
+	path := filepath.Join(privateDir(b), "b.sock")
 	l, err := Listen(path)
 	if err != nil {
 		b.Fatal(err)

@@ -33,8 +33,17 @@ type Client struct {
 	err     error // why the connection died; sticky
 }
 
-// Dial connects to the daemon's socket at path.
+// Dial connects to the daemon's socket at path. Before anything is sent it
+// checks that the server is the user's own: the socket's directory must pass
+// [CheckSocketDir] and the process serving it [CheckPeer]; otherwise it
+// fails with an error wrapping [ErrUnsafeSocket] that says what it found.
 func Dial(ctx context.Context, path string) (*Client, error) {
+	if err := CheckSocketDir(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("no daemon is listening on %s (start one with \"startlux serve\"): %w", path, err)
+		}
+		return nil, fmt.Errorf("dial %s: %w", path, err)
+	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", path)
 	if err != nil {
@@ -43,11 +52,16 @@ func Dial(ctx context.Context, path string) (*Client, error) {
 		}
 		return nil, fmt.Errorf("dial %s: %w", path, err)
 	}
+	if err := CheckPeer(c.(*net.UnixConn)); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("dial %s: %w", path, err)
+	}
 	return NewClient(c, DefaultFrameLimit), nil
 }
 
 // NewClient runs the protocol over an established connection; frames
-// larger than limit are refused in both directions.
+// larger than limit are refused in both directions. It checks nothing about
+// the peer: [Dial] does.
 func NewClient(c net.Conn, limit int) *Client {
 	cl := &Client{c: c, limit: limit, done: make(chan struct{}), pending: map[uint64]chan response{}}
 	go cl.readLoop()

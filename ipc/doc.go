@@ -6,7 +6,8 @@
 // It holds both sides: [Server] runs a [Handler] for every request of every
 // connection (peer uid checked, frame limit, deadlines, graceful shutdown),
 // [Client] pipelines calls from any number of goroutines over one
-// connection, and [Listen] places the socket as the architecture says
+// connection ([Dial] first checks that the socket's directory is the user's
+// private one and that the server runs as the user or root), and [Listen] places the socket as the architecture says
 // (per-user 0700 directory, 0600 socket, a stale socket removed only when a
 // dial proves it dead, a second daemon refused). Params and results stay
 // encoded ([msgpack.RawMessage]) until their receiver decodes them, so the

@@ -74,4 +74,9 @@ var (
 	// ErrDaemonRunning is returned by [Listen] when another daemon already
 	// serves on the socket.
 	ErrDaemonRunning = errors.New("ipc: another daemon is serving on the socket")
+	// ErrUnsafeSocket is returned by [Dial] (and [CheckSocketDir],
+	// [CheckPeer]) when the socket could be another user's: its directory is
+	// not the user's own private one, or the process serving it runs as
+	// someone else.
+	ErrUnsafeSocket = errors.New("ipc: refusing an unsafe socket")
 )

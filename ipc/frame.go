@@ -1,7 +1,6 @@
 package ipc
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -40,13 +39,23 @@ func readBody(r io.Reader, n int) ([]byte, error) {
 		}
 		return b, nil
 	}
-	var buf bytes.Buffer
-	buf.Grow(eagerAlloc)
-	got, err := io.CopyN(&buf, r, int64(n))
-	if got < int64(n) {
-		return nil, truncated(err)
+	// Grow with what arrives, doubling up to exactly n: a peer that
+	// announces a large frame and sends little costs little, and the body
+	// costs at most twice its size in allocations.
+	b := make([]byte, 0, eagerAlloc)
+	for len(b) < n {
+		if len(b) == cap(b) {
+			nb := make([]byte, len(b), min(n, 2*cap(b)))
+			copy(nb, b)
+			b = nb
+		}
+		k, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+k]
+		if err != nil && len(b) < n {
+			return nil, truncated(err)
+		}
 	}
-	return buf.Bytes(), nil
+	return b, nil
 }
 
 // truncated turns the EOF of a frame cut short into io.ErrUnexpectedEOF.

@@ -25,11 +25,14 @@ func FromJSON(data []byte) (msgpack.RawMessage, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	out, err := jsonValue(dec, nil, 0)
+	if errors.Is(err, io.EOF) {
+		err = io.ErrUnexpectedEOF
+	}
 	if err != nil {
-		return nil, fmt.Errorf("json to msgpack: %w", err)
+		return nil, fmt.Errorf("invalid JSON (byte %d): %w", dec.InputOffset(), err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("json to msgpack: more than one JSON value")
+		return nil, fmt.Errorf("invalid JSON (byte %d): more than one JSON value", dec.InputOffset())
 	}
 	return msgpack.RawMessage(out), nil
 }

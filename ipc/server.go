@@ -11,9 +11,11 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+	"golang.org/x/sync/semaphore"
 )
 
 // Handler answers requests. ServeIPC is called on its own goroutine for
@@ -52,6 +54,12 @@ type ServerOptions struct {
 	// once (default 256); beyond it the server stops reading that connection
 	// until one finishes.
 	MaxInFlight int
+	// MaxBytesInFlight bounds the bytes of the request frames being read
+	// and handled, across connections (default 4 × FrameLimit, and never
+	// below FrameLimit): a frame that would pass it waits, its connection
+	// unread, until handlers finish. Together with the frame limit it bounds
+	// the memory requests take before their handlers see them.
+	MaxBytesInFlight int64
 	// AllowPeer decides whether a peer uid may connect; nil allows only the
 	// server's own uid.
 	AllowPeer func(uid int) bool
@@ -72,6 +80,10 @@ func (o *ServerOptions) fill() {
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = 256
 	}
+	if o.MaxBytesInFlight <= 0 {
+		o.MaxBytesInFlight = 4 * int64(o.FrameLimit)
+	}
+	o.MaxBytesInFlight = max(o.MaxBytesInFlight, int64(o.FrameLimit))
 	if o.AllowPeer == nil {
 		own := os.Getuid()
 		o.AllowPeer = func(uid int) bool { return uid == own }
@@ -89,7 +101,8 @@ type Server struct {
 	h    Handler
 	opts ServerOptions
 
-	shutting atomic.Bool // set once, under mu
+	shutting atomic.Bool         // set once, under mu
+	bytes    *semaphore.Weighted // MaxBytesInFlight
 
 	mu        sync.Mutex // guards listeners, conns, active and idle
 	listeners map[net.Listener]struct{}
@@ -126,6 +139,7 @@ func NewServer(h Handler, opts ServerOptions) *Server {
 	return &Server{
 		h:         h,
 		opts:      opts,
+		bytes:     semaphore.NewWeighted(opts.MaxBytesInFlight),
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[*serverConn]struct{}{},
 	}
@@ -278,21 +292,26 @@ func (sc *serverConn) serve() {
 	}()
 	for {
 		body, err := sc.readFrame()
+		held := int64(len(body)) // of s.bytes, given back when the request is done
 		if err != nil {
 			if errors.Is(err, ErrFrameTooLarge) {
 				sc.write(appendResponse(nil, 0, false, nil, Errorf(CodeFrameTooLarge, "%v", err)))
 				sc.linger()
-			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+			} else if errors.Is(err, io.EOF) {
+				sc.drain(&handlers)
+			} else if !errors.Is(err, net.ErrClosed) {
 				s.opts.Logger.Info("connection dropped", "err", err)
 			}
 			return
 		}
 		req, hasID, perr := parseRequest(body)
 		if perr != nil {
+			s.bytes.Release(held)
 			sc.write(appendResponse(nil, req.ID, hasID, nil, perr))
 			continue
 		}
 		if !s.begin() {
+			s.bytes.Release(held)
 			sc.write(appendResponse(nil, req.ID, true, nil, Errorf(CodeShuttingDown, "the daemon is shutting down")))
 			continue
 		}
@@ -300,15 +319,61 @@ func (sc *serverConn) serve() {
 		select {
 		case sc.sem <- struct{}{}:
 		case <-sc.ctx.Done():
+			s.bytes.Release(held)
 			s.end()
 			return
 		}
 		handlers.Add(1)
 		go func() {
-			defer func() { <-sc.sem; handlers.Done(); s.end() }()
+			defer func() { s.bytes.Release(held); <-sc.sem; handlers.Done(); s.end() }()
 			sc.handle(&req)
 		}()
 	}
+}
+
+// drain is what follows the client's end of stream between frames: it has
+// sent all it will, but a client that only half-closed its side still reads
+// the answers, so its requests go on until they are answered, unless the
+// client turns out to be gone altogether (then they are dropped, as for any
+// connection that closes).
+func (sc *serverConn) drain(handlers *sync.WaitGroup) {
+	done := make(chan struct{})
+	go func() {
+		handlers.Wait()
+		close(done)
+	}()
+	tick := time.NewTicker(drainProbe)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-tick.C:
+			if sc.peerGone() {
+				return
+			}
+		}
+	}
+}
+
+// drainProbe is how often a half-closed connection is checked for a client
+// that went away.
+const drainProbe = 100 * time.Millisecond
+
+// peerGone reports whether the client closed its end altogether: a write
+// of no bytes fails with EPIPE then (on Linux and macOS), and succeeds after
+// a half-close.
+func (sc *serverConn) peerGone() bool {
+	sc.wmu.Lock()
+	defer sc.wmu.Unlock()
+	if sc.werr != nil {
+		return true
+	}
+	if err := sc.c.SetWriteDeadline(time.Now().Add(sc.s.opts.WriteTimeout)); err != nil {
+		return true
+	}
+	_, err := sc.c.Write(nil)
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
 }
 
 // linger half-closes the connection and drains what the client still
@@ -343,7 +408,21 @@ func (sc *serverConn) readFrame() ([]byte, error) {
 	if err != nil {
 		return nil, truncated(err)
 	}
-	return readBody(r, n)
+	// Wait for room among the bytes in flight, then give the body its
+	// time again: the wait is ours, not the client's.
+	if err := sc.s.bytes.Acquire(sc.ctx, int64(n)); err != nil {
+		return nil, err
+	}
+	if err := sc.c.SetReadDeadline(time.Now().Add(o.ReadTimeout)); err != nil {
+		sc.s.bytes.Release(int64(n))
+		return nil, err
+	}
+	body, err := readBody(r, n)
+	if err != nil {
+		sc.s.bytes.Release(int64(n))
+		return nil, err
+	}
+	return body, nil
 }
 
 // handle runs one request and writes its response.

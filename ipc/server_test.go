@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -56,7 +57,7 @@ func (h *testHandler) ServeIPC(ctx context.Context, req *Request) (any, error) {
 // startServer listens on a fresh socket and serves h; it returns the path.
 func startServer(t *testing.T, h Handler, opts ServerOptions) (*Server, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "s.sock")
+	path := filepath.Join(privateDir(t), "s.sock")
 	l, err := Listen(path)
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +310,7 @@ func TestPeerRefused(t *testing.T) {
 }
 
 func TestShutdownFinishesInFlight(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s.sock")
+	path := filepath.Join(privateDir(t), "s.sock")
 	l, err := Listen(path)
 	if err != nil {
 		t.Fatal(err)
@@ -345,5 +346,104 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 	}
 	if err := <-served; err != nil {
 		t.Errorf("serve: %v", err)
+	}
+}
+
+// TestBytesInFlight: frames that would pass MaxBytesInFlight wait, unread,
+// until handlers holding the bytes finish.
+func TestBytesInFlight(t *testing.T) {
+	arrived := make(chan int, 4)
+	release := make(chan struct{})
+	h := HandlerFunc(func(ctx context.Context, req *Request) (any, error) {
+		var p struct {
+			N   int    `json:"n"`
+			Pad string `json:"pad"`
+		}
+		if err := Unmarshal(req.Params, &p); err != nil {
+			return nil, err
+		}
+		arrived <- p.N
+		<-release
+		return p.N, nil
+	})
+	_, path := startServer(t, h, ServerOptions{FrameLimit: 1 << 20, MaxBytesInFlight: 1 << 20})
+	pad := strings.Repeat("x", 600<<10)
+	results := make(chan error, 2)
+	for n := range 2 {
+		c := dial(t, path)
+		go func() {
+			var got int
+			err := c.Call(context.Background(), "hold", map[string]any{"n": n, "pad": pad}, &got)
+			if err == nil && got != n {
+				err = fmt.Errorf("got %d, want %d", got, n)
+			}
+			results <- err
+		}()
+		if n == 0 {
+			if got := <-arrived; got != 0 {
+				t.Fatalf("first handled: %d", got)
+			}
+		}
+	}
+	select {
+	case n := <-arrived:
+		t.Fatalf("request %d was read while the first held the bytes", n)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(release)
+	if got := <-arrived; got != 1 {
+		t.Fatalf("second handled: %d", got)
+	}
+	for range 2 {
+		if err := <-results; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestHalfClose: a client that sends its requests and closes its writing
+// side still gets every answer; one that closes altogether has its running
+// requests canceled.
+func TestHalfClose(t *testing.T) {
+	h := &testHandler{canceled: make(chan string, 1)}
+	_, path := startServer(t, h, ServerOptions{})
+	r := rawDial(t, path)
+	for id := range 3 {
+		p, err := Marshal(echoParams{Value: id, SleepMS: 150})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.send(appendRequest(nil, uint64(id), "echo", p))
+	}
+	if err := r.c.(*net.UnixConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	got := map[uint64]bool{}
+	for range 3 {
+		resp, closed := r.recv()
+		if closed || resp.err != nil {
+			t.Fatalf("after a half-close: closed %v, error %v", closed, resp.err)
+		}
+		got[resp.id] = true
+	}
+	if len(got) != 3 {
+		t.Errorf("answers to %v, want ids 0, 1, 2", got)
+	}
+	if _, closed := r.recv(); !closed {
+		t.Error("the connection stayed open once every answer was sent")
+	}
+
+	// Gone altogether: the running request is canceled.
+	g := rawDial(t, path)
+	g.send(appendRequest(nil, 1, "block", nil))
+	time.Sleep(50 * time.Millisecond)
+	g.c.Close()
+	select {
+	case m := <-h.canceled:
+		if m != "block" {
+			t.Errorf("canceled %q", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request of a client that went away was not canceled")
 	}
 }

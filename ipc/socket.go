@@ -69,51 +69,34 @@ func DefaultSocketPath() string {
 type dirPolicy int
 
 const (
-	// dirStrict: the shared-/tmp fallback; it must be a real directory owned
-	// by the user with mode 0700, otherwise we refuse (someone else could
-	// have made it).
+	// dirStrict: the shared-/tmp fallback, or a directory the user chose;
+	// it is created 0700 when missing, and otherwise must already follow
+	// the rule of [CheckSocketDir] (someone else could have made it).
 	dirStrict dirPolicy = iota
 	// dirOwn: our own default directory inside the user's private space;
 	// created 0700, its mode fixed to 0700 if loosened.
 	dirOwn
-	// dirGiven: the directory of a socket path the user chose; created 0700
-	// when missing, otherwise used as it is.
-	dirGiven
 )
 
 // policyFor returns how the directory of path is treated.
-func policyFor(path string, uid int) dirPolicy {
-	dir := filepath.Dir(path)
-	switch {
-	case dir == FallbackDir(uid):
-		return dirStrict
-	case path == DefaultSocketPath():
+func policyFor(path string) dirPolicy {
+	if path == DefaultSocketPath() && filepath.Dir(path) != FallbackDir(os.Getuid()) {
 		return dirOwn
-	default:
-		return dirGiven
 	}
+	return dirStrict
 }
 
-// prepareDir creates the socket directory if needed and checks it.
+// prepareDir creates the socket directory if needed and checks it with
+// the rule of [CheckSocketDir]; only our own default directory is
+// tightened instead of refused.
 func prepareDir(dir string, uid int, policy dirPolicy) error {
-	parentMode := fs.FileMode(0o700)
-	if policy == dirStrict {
-		// Only the last element may be created: its parent is /tmp.
-		if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("socket directory %s: %w", dir, err)
-		}
-	} else if err := os.MkdirAll(dir, parentMode); err != nil {
-		return fmt.Errorf("socket directory %s: %w", dir, err)
-	}
+	mkErr := os.MkdirAll(dir, 0o700)
 	fi, err := os.Lstat(dir)
 	if err != nil {
-		return fmt.Errorf("socket directory %s: %w", dir, err)
-	}
-	if policy == dirGiven {
-		if !fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 {
-			return fmt.Errorf("socket directory %s is not a directory", dir)
+		if mkErr != nil {
+			err = mkErr
 		}
-		return nil
+		return fmt.Errorf("socket directory %s: %w", dir, err)
 	}
 	if reason := dirProblem(fi, uid); reason != "" {
 		if policy == dirOwn && fi.IsDir() && fi.Mode()&fs.ModeSymlink == 0 && ownerOf(fi) == uid {
@@ -123,7 +106,7 @@ func prepareDir(dir string, uid int, policy dirPolicy) error {
 			}
 			return nil
 		}
-		return fmt.Errorf("socket directory %s %s; refusing to use it (remove it, or pass --socket)", dir, reason)
+		return fmt.Errorf("socket directory %s %s; refusing to use it (remove it, or pass --socket with a path in a private directory)", dir, reason)
 	}
 	return nil
 }
@@ -138,7 +121,8 @@ func ownerOf(fi fs.FileInfo) int {
 
 // dirProblem returns why fi (from Lstat) is not a safe socket directory for
 // uid, or "" when it is: it must be a real directory (not a symbolic link),
-// owned by uid, with mode 0700.
+// owned by uid, with mode 0700. The daemon applies it to the directory it
+// listens in and clients to the directory they connect through.
 func dirProblem(fi fs.FileInfo, uid int) string {
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
@@ -146,11 +130,43 @@ func dirProblem(fi fs.FileInfo, uid int) string {
 	case !fi.IsDir():
 		return "is not a directory"
 	case ownerOf(fi) != uid:
-		return fmt.Sprintf("is owned by uid %d, not by us (uid %d)", ownerOf(fi), uid)
+		return fmt.Sprintf("is owned by uid %d, not by you (uid %d)", ownerOf(fi), uid)
 	case fi.Mode().Perm() != 0o700:
 		return fmt.Sprintf("has mode %#o, want 0700", fi.Mode().Perm())
 	}
 	return ""
+}
+
+// CheckSocketDir returns an error wrapping [ErrUnsafeSocket] unless the
+// directory holding the socket at path is one only the user can change: a
+// real directory (not a symbolic link), owned by the user, with mode 0700.
+// It is the rule the daemon applies to the directory it listens in; a client
+// checks it before connecting, so that another local user cannot stand in
+// for the daemon by making the directory first.
+func CheckSocketDir(path string) error {
+	dir := filepath.Dir(path)
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("socket directory %s: %w", dir, err)
+	}
+	if reason := dirProblem(fi, os.Getuid()); reason != "" {
+		return fmt.Errorf("%w: the socket directory %s %s (only a directory the user alone can change is trusted)", ErrUnsafeSocket, dir, reason)
+	}
+	return nil
+}
+
+// CheckPeer returns an error wrapping [ErrUnsafeSocket] unless the process
+// at the other end of c runs as the user or as root (its credentials read
+// with SO_PEERCRED on Linux, LOCAL_PEERCRED on macOS).
+func CheckPeer(c *net.UnixConn) error {
+	uid, err := PeerUID(c)
+	if err != nil {
+		return fmt.Errorf("%w: cannot tell who serves the socket: %v", ErrUnsafeSocket, err)
+	}
+	if own := os.Getuid(); uid != own && uid != 0 {
+		return fmt.Errorf("%w: the process serving it runs as uid %d, not as you (uid %d) or root", ErrUnsafeSocket, uid, own)
+	}
+	return nil
 }
 
 // Listener is the daemon's listening socket. Closing it removes the socket
@@ -178,8 +194,9 @@ func (l *Listener) Close() error {
 	return err
 }
 
-// Listen prepares the socket directory (see [DefaultSocketPath] for the
-// checks), makes sure no other daemon serves on path, and listens there with
+// Listen prepares the socket directory (created 0700 when missing; an
+// existing one must pass [CheckSocketDir], except the default directory in
+// the user's private space, which is tightened to 0700), makes sure no other daemon serves on path, and listens there with
 // the socket file at mode 0600. A socket file left by a daemon that died is
 // removed only after a dial proves nobody listens on it; a live one makes
 // Listen fail with an error wrapping [ErrDaemonRunning].
@@ -191,7 +208,7 @@ func Listen(path string) (*Listener, error) {
 		return nil, fmt.Errorf("listen: socket path %s is %d bytes, longer than the %d this OS allows", path, len(path), max)
 	}
 	uid := os.Getuid()
-	if err := prepareDir(filepath.Dir(path), uid, policyFor(path, uid)); err != nil {
+	if err := prepareDir(filepath.Dir(path), uid, policyFor(path)); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 

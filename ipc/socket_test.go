@@ -1,6 +1,7 @@
 package ipc
 
 import (
+	"context"
 	"errors"
 	"net"
 	"os"
@@ -72,6 +73,80 @@ func TestPrepareDirStrict(t *testing.T) {
 	}
 }
 
+// TestSocketDirRule checks the one rule both sides apply to a socket's
+// directory: a client refuses to connect through a directory that breaks it
+// (Dial, so the CLI and the app), and the daemon refuses to listen in one
+// (Listen, also for a --socket path of the user's choosing), each saying
+// what it found.
+func TestSocketDirRule(t *testing.T) {
+	uid := os.Getuid()
+	base := privateDir(t)
+	mk := func(name string, setup func(p string)) string {
+		p := filepath.Join(base, name)
+		setup(p)
+		return p
+	}
+	cases := []struct {
+		name string
+		dir  string
+		want string // what the error says; "" = accepted
+	}{
+		{"private", mk("good", func(p string) { os.Mkdir(p, 0o700) }), ""},
+		{"world-writable", mk("open", func(p string) { os.Mkdir(p, 0o700); os.Chmod(p, 0o777) }), "has mode 0777, want 0700"},
+		{"sticky world-writable", mk("sticky", func(p string) { os.Mkdir(p, 0o700); os.Chmod(p, 0o777|os.ModeSticky) }), "has mode 0777, want 0700"},
+		{"readable by others", mk("loose", func(p string) { os.Mkdir(p, 0o700); os.Chmod(p, 0o755) }), "has mode 0755, want 0700"},
+		{"symlink to a private dir", mk("link", func(p string) { os.Mkdir(p+"-target", 0o700); os.Symlink(p+"-target", p) }), "is a symbolic link"},
+	}
+	if uid == 0 {
+		cases = append(cases, struct{ name, dir, want string }{"someone else's",
+			mk("other", func(p string) { os.Mkdir(p, 0o700); os.Chown(p, 12345, 12345) }), "is owned by uid 12345, not by you (uid 0)"})
+	}
+	for _, c := range cases {
+		path := filepath.Join(c.dir, "d.sock")
+		// A live server on each, bound before the directory is checked:
+		// Dial must refuse before connecting.
+		if c.want != "" {
+			ul, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+			if err != nil {
+				t.Fatalf("%s: %v", c.name, err)
+			}
+			defer ul.Close()
+		}
+		err := CheckSocketDir(path)
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("%s: CheckSocketDir: %v", c.name, err)
+			}
+			l, err := Listen(path)
+			if err != nil {
+				t.Errorf("%s: Listen: %v", c.name, err)
+				continue
+			}
+			cl, err := Dial(context.Background(), path)
+			if err != nil {
+				t.Errorf("%s: Dial: %v", c.name, err)
+			} else {
+				cl.Close()
+			}
+			l.Close()
+			continue
+		}
+		if !errors.Is(err, ErrUnsafeSocket) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), c.dir) {
+			t.Errorf("%s: CheckSocketDir: %v, want ErrUnsafeSocket naming %s and saying %q", c.name, err, c.dir, c.want)
+		}
+		if _, err := Dial(context.Background(), path); !errors.Is(err, ErrUnsafeSocket) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: Dial: %v, want ErrUnsafeSocket saying %q", c.name, err, c.want)
+		}
+		if _, err := Listen(filepath.Join(c.dir, "other.sock")); err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "refusing") {
+			t.Errorf("%s: Listen: %v, want a refusal saying %q", c.name, err, c.want)
+		}
+	}
+	// A missing directory: nobody listens there, and the client says so.
+	if _, err := Dial(context.Background(), filepath.Join(base, "none", "d.sock")); err == nil || !strings.Contains(err.Error(), "no daemon is listening") {
+		t.Errorf("Dial through a missing directory: %v", err)
+	}
+}
+
 func TestListen(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "sub")
 	path := filepath.Join(dir, "d.sock")
@@ -99,7 +174,7 @@ func TestListen(t *testing.T) {
 }
 
 func TestListenStaleAndLive(t *testing.T) {
-	dir := t.TempDir()
+	dir := privateDir(t)
 	path := filepath.Join(dir, "d.sock")
 
 	// A stale socket (its listener gone, the file left) is replaced.

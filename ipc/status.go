@@ -35,6 +35,11 @@ type Status struct {
 	SnapshotLimit int64 `json:"snapshot_limit"`
 	// Queued counts decisions waiting for the model.
 	Queued int `json:"queued"`
+	// TokensInFlight is the tokens of the decisions queued and running,
+	// held to Limits.MaxTokensInFlight.
+	TokensInFlight int64 `json:"tokens_in_flight"`
+	// Limits are the limits requests are held to.
+	Limits Limits `json:"limits"`
 	// RequestsServed counts decisions answered (errors excluded).
 	RequestsServed uint64 `json:"requests_served"`
 	// RequestsFailed counts decisions that ended in an error.
@@ -47,6 +52,26 @@ type Status struct {
 	UptimeS float64 `json:"uptime_s"`
 	// PID is the daemon's process id.
 	PID int `json:"pid"`
+}
+
+// Limits are what the daemon holds requests to (docs/protocol.md, "Limits");
+// a request over one is refused with an error naming it.
+type Limits struct {
+	// MaxQuestions is the most questions of one decision request.
+	MaxQuestions int `json:"max_questions"`
+	// MaxEvidenceTokens is the most tokens of a request's rendered evidence:
+	// the model's position limit.
+	MaxEvidenceTokens int `json:"max_evidence_tokens"`
+	// MaxRequestTokens bounds the tokens of all the rows a request renders.
+	MaxRequestTokens int `json:"max_request_tokens"`
+	// MaxValues bounds the values of one request document.
+	MaxValues int `json:"max_values"`
+	// MaxTokensInFlight bounds the tokens of the decisions queued and
+	// running; beyond it requests are refused with overloaded.
+	MaxTokensInFlight int64 `json:"max_tokens_in_flight"`
+	// MaxQueued is the most decisions queued; beyond it requests are
+	// refused with overloaded.
+	MaxQueued int `json:"max_queued"`
 }
 
 // ModelStatus describes a model.

@@ -64,8 +64,11 @@ func findCompiler(opt string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", errors.New("metal emulator: clang-19 not found (install clang-19, e.g. apt-get install clang-19, or set Options.Compiler)")
+	return "", ErrNoCompiler
 }
+
+// ErrNoCompiler is returned by [NewEmulated] when no clang 19 is found.
+var ErrNoCompiler = errors.New("metal emulator: clang-19 not found (install clang-19, e.g. apt-get install clang-19, or set Options.Compiler)")
 
 func isClang19(path string) bool {
 	out, err := exec.Command(path, "--version").Output()

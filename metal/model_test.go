@@ -2,11 +2,13 @@ package metal_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/startlux/startlux/internal/goldens"
+	"github.com/startlux/startlux/internal/testenv"
 	"github.com/startlux/startlux/metal"
 	"github.com/startlux/startlux/model"
 )
@@ -48,6 +50,9 @@ func seq(n int) []int {
 func loadUnderTest(t *testing.T, dir string) *model.Model {
 	t.Helper()
 	be, err := metal.OpenUnderTest()
+	if errors.Is(err, metal.ErrNoCompiler) {
+		testenv.Missing(t, "%v", err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

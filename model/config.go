@@ -161,34 +161,34 @@ func parseConfig(file string, data []byte) (Config, *quantSpec, error) {
 	}
 
 	ints := []struct {
-		dst *int
-		key string
-		def int
+		dst      *int
+		key      string
+		def, max int
 	}{
-		{&c.Hidden, "hidden_size", -1},
-		{&c.Layers, "num_hidden_layers", -1},
-		{&c.Intermediate, "intermediate_size", -1},
-		{&c.Vocab, "vocab_size", -1},
-		{&c.Heads, "num_attention_heads", -1},
-		{&c.KVHeads, "num_key_value_heads", -1},
-		{&c.HeadDim, "head_dim", -1},
-		{&c.NK, "linear_num_key_heads", 16},
-		{&c.NV, "linear_num_value_heads", 32},
-		{&c.DK, "linear_key_head_dim", 128},
-		{&c.DV, "linear_value_head_dim", 128},
-		{&c.ConvK, "linear_conv_kernel_dim", 4},
-		{&c.MaxPositions, "max_position_embeddings", 32768},
+		{&c.Hidden, "hidden_size", -1, maxHidden},
+		{&c.Layers, "num_hidden_layers", -1, maxLayers},
+		{&c.Intermediate, "intermediate_size", -1, maxIntermediate},
+		{&c.Vocab, "vocab_size", -1, maxVocab},
+		{&c.Heads, "num_attention_heads", -1, maxHeads},
+		{&c.KVHeads, "num_key_value_heads", -1, maxHeads},
+		{&c.HeadDim, "head_dim", -1, maxHeadDim},
+		{&c.NK, "linear_num_key_heads", 16, maxHeads},
+		{&c.NV, "linear_num_value_heads", 32, maxHeads},
+		{&c.DK, "linear_key_head_dim", 128, maxHeadDim},
+		{&c.DV, "linear_value_head_dim", 128, maxHeadDim},
+		{&c.ConvK, "linear_conv_kernel_dim", 4, maxConvKernel},
+		{&c.MaxPositions, "max_position_embeddings", 32768, maxPositions},
 	}
 	for _, f := range ints {
 		if *f.dst, err = tc.int(f.key, f.def); err != nil {
 			return c, nil, err
 		}
+		if *f.dst > f.max {
+			return c, nil, tc.errf(f.key, "is %d, more than the %d this engine takes", *f.dst, f.max)
+		}
 	}
-	if c.Heads%c.KVHeads != 0 {
-		return c, nil, tc.errf("num_key_value_heads", "%d does not divide num_attention_heads %d", c.KVHeads, c.Heads)
-	}
-	if c.NV%c.NK != 0 {
-		return c, nil, tc.errf("linear_num_value_heads", "%d is not a multiple of linear_num_key_heads %d", c.NV, c.NK)
+	if err := checkShape(tc, &c); err != nil {
+		return c, nil, err
 	}
 	eps, ok, err := tc.num("rms_norm_eps")
 	if err != nil {

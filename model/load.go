@@ -97,6 +97,9 @@ type source interface {
 type dirSource struct{ dir string }
 
 func (s dirSource) readFile(name string) ([]byte, error) {
+	if strings.HasSuffix(name, ".json") {
+		return readJSONFile(filepath.Join(s.dir, name))
+	}
 	return os.ReadFile(filepath.Join(s.dir, name))
 }
 func (s dirSource) openTensors(name string) (*safetensors.File, error) {
@@ -152,6 +155,9 @@ func load(src source, name string, be tensor.Backend, opts LoadOptions) (_ *Mode
 	}
 	r, err := newResolver(all, quant, src.display(index))
 	if err != nil {
+		return nil, fmt.Errorf("load %s: %w", name, err)
+	}
+	if err := checkWeights(src.display("config.json"), &m.Config, r); err != nil {
 		return nil, fmt.Errorf("load %s: %w", name, err)
 	}
 	r.progress = opts.Progress

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -108,6 +109,56 @@ func TestLoadRefusals(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q lacks %q", err, w)
 				}
+			}
+		})
+	}
+}
+
+// TestHugeConfigsRefused loads the tiny checkpoint under configs that
+// claim far more than its tensors hold (the layer counts that took a daemon
+// to "fatal error: runtime: out of memory", or to 3.4 GB before an error):
+// each must be refused by name, quickly, having allocated next to nothing.
+func TestHugeConfigsRefused(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(cfg map[string]any)
+		want []string
+	}{
+		{"a billion layers", func(cfg map[string]any) { cfg["num_hidden_layers"] = 1e9 },
+			[]string{"num_hidden_layers", "1000000000", "more than the 1024"}},
+		{"ten million layers", func(cfg map[string]any) { cfg["num_hidden_layers"] = 1e7 },
+			[]string{"num_hidden_layers", "10000000", "more than the 1024"}},
+		{"more layers than stored", func(cfg map[string]any) { cfg["num_hidden_layers"] = 1000.0 },
+			[]string{"num_hidden_layers is 1000", "tensors hold 6 layers", "does not match"}},
+		{"a huge vocabulary", func(cfg map[string]any) { cfg["vocab_size"] = 2e9 }, []string{"vocab_size", "more than"}},
+		{"a huge width", func(cfg map[string]any) { cfg["hidden_size"] = 60000.0 },
+			[]string{"embed_tokens.weight", "want [4096 60000]"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := rewrite(t, tinyDir, func(cfg map[string]any, ents []safetensors.Entry) []safetensors.Entry {
+				c.edit(cfg)
+				delete(cfg, "layer_types") // the kinds then follow full_attention_interval
+				return ents
+			})
+			be := newBackend(t)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			m, err := Load(dir, be, LoadOptions{})
+			runtime.ReadMemStats(&after)
+			if err == nil {
+				m.Close()
+				t.Fatal("accepted")
+			}
+			for _, w := range append(c.want, "config.json") {
+				if !strings.Contains(err.Error(), w) && !(w == "config.json" && strings.Contains(err.Error(), "model.safetensors")) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			// The tiny checkpoint's tensors are mapped, not read: a refusal
+			// allocates a few megabytes of bookkeeping at most.
+			if got := after.TotalAlloc - before.TotalAlloc; got > 32<<20 {
+				t.Errorf("the refused load allocated %d MB", got>>20)
 			}
 		})
 	}

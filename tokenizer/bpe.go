@@ -113,7 +113,11 @@ type bpeModel struct {
 	ignoreMerges bool
 	byteVocab    map[string]int32
 
+	// maxTokenBytes is the most bytes one token covers (0: unbounded).
+	maxTokenBytes int
+
 	cache   wordCache
+	long    longCache
 	scratch sync.Pool // *largeScratch
 }
 
@@ -139,6 +143,8 @@ func (m *bpeModel) appendWord(dst []int32, w string) []int32 {
 		if ids, ok := m.cache.get(w); ok {
 			return append(dst, ids...)
 		}
+	} else if ids, ok := m.long.get(w); ok {
+		return append(dst, ids...)
 	}
 	start := len(dst)
 	if len(w) <= smallWord && m.allBytes {
@@ -153,6 +159,8 @@ func (m *bpeModel) appendWord(dst []int32, w string) []int32 {
 	}
 	if cacheable {
 		m.cache.put(w, dst[start:])
+	} else if len(w) <= MaxWordBytes {
+		m.long.put(w, dst[start:])
 	}
 	return dst
 }
@@ -393,4 +401,27 @@ func (c *wordCache) get(w string) ([]int32, bool) {
 
 func (c *wordCache) put(w string, ids []int32) {
 	c.slot(w).Store(&cacheEntry{word: strings.Clone(w), ids: slices.Clone(ids)})
+}
+
+// longCache remembers the tokens of the last few words too long for the
+// word cache (up to MaxWordBytes), so that a text that repeats one (the same evidence rendered
+// in every row of a request) merges it once: a small ring of immutable
+// entries behind atomic pointers.
+type longCache struct {
+	slots [4]atomic.Pointer[cacheEntry]
+	next  atomic.Uint32
+}
+
+func (c *longCache) get(w string) ([]int32, bool) {
+	for i := range c.slots {
+		if e := c.slots[i].Load(); e != nil && len(e.word) == len(w) && e.word == w {
+			return e.ids, true
+		}
+	}
+	return nil, false
+}
+
+func (c *longCache) put(w string, ids []int32) {
+	i := c.next.Add(1) % uint32(len(c.slots))
+	c.slots[i].Store(&cacheEntry{word: strings.Clone(w), ids: slices.Clone(ids)})
 }

@@ -107,6 +107,7 @@ func FromJSON(data []byte) (*Tokenizer, error) {
 	if err := t.buildAdded(f.AddedTokens); err != nil {
 		return nil, fmt.Errorf("added_tokens: %w", err)
 	}
+	t.model.maxTokenBytes = maxTokenBytesOf(t.model, t.vocab, f.AddedTokens)
 	t.buildDecoder()
 	return t, nil
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 
 	"github.com/startlux/startlux"
+	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/decide"
 )
 
@@ -32,7 +33,7 @@ func newDecideFlagSet(f *decideFlags, stderr io.Writer) *flag.FlagSet {
 			"Reads one request (or a JSON array of requests) from stdin and prints the response JSON.\n\nflags:")
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&f.model, "model", "", "run the checkpoint in `DIR` in-process (no daemon)")
+	fs.StringVar(&f.model, "model", "", "run this checkpoint in-process (no daemon): a `NAME` in the models folder, \"demo\", or a directory")
 	fs.BoolVar(&f.local, "local", false, "run the embedded demo model in-process (no daemon)")
 	fs.StringVar(&f.socket, "socket", "", "ask the daemon on the socket at `PATH` (default: the default socket)")
 	fs.StringVar(&f.backend, "backend", "auto", "compute backend of --model/--local: auto, cpu, cpu-go or metal")
@@ -71,11 +72,22 @@ func openDecideEngine(f *decideFlags) (*decide.Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := decide.Options{Int8: f.int8}
-	if f.local || f.model == "" {
-		return decide.OpenFS(startlux.DemoModel(), "demo-decision (embedded)", be, opts)
+	dir := ""
+	if !f.local {
+		// A name in the models folder, "demo" or a directory, as serve --model takes.
+		modelsDir, err := daemon.ModelsDir()
+		if err != nil {
+			return nil, err
+		}
+		if dir, err = daemon.ResolveModel(f.model, modelsDir); err != nil {
+			return nil, err
+		}
 	}
-	return decide.Open(f.model, be, opts)
+	opts := decide.Options{Int8: f.int8}
+	if dir == "" {
+		return decide.OpenFS(startlux.DemoModel(), daemon.DemoPath, be, opts)
+	}
+	return decide.Open(dir, be, opts)
 }
 
 // decideInProcess answers the request (or array of requests) in body with

@@ -18,6 +18,12 @@ import (
 func decideViaDaemon(ctx context.Context, env *cmdEnv, socket string, body []byte) error {
 	params, err := ipc.FromJSON(body)
 	if err != nil {
+		// What is wrong with the JSON, said as --local says it.
+		if _, _, perr := decide.ParseJSONBatch(body); perr != nil && isBatch(body) {
+			return fmt.Errorf("decide: %w", perr)
+		} else if _, perr := decide.ParseJSON(body); perr != nil && !isBatch(body) {
+			return fmt.Errorf("decide: %w", perr)
+		}
 		return fmt.Errorf("decide: the request cannot go to the daemon: %w", err)
 	}
 	c, err := dialDaemon(ctx, socket)
@@ -26,7 +32,7 @@ func decideViaDaemon(ctx context.Context, env *cmdEnv, socket string, body []byt
 	}
 	defer c.Close()
 	enc := json.NewEncoder(env.stdout)
-	if !bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("[")) {
+	if !isBatch(body) {
 		var resp decide.Response
 		if err := c.Call(ctx, daemon.MethodDecide, params, &resp); err != nil {
 			return fmt.Errorf("decide: %w", err)
@@ -55,4 +61,9 @@ func decideViaDaemon(ctx context.Context, env *cmdEnv, socket string, body []byt
 		out[i] = &resp
 	}
 	return enc.Encode(out)
+}
+
+// isBatch reports whether a JSON document is an array (of requests).
+func isBatch(body []byte) bool {
+	return bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("["))
 }

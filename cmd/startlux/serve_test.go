@@ -21,7 +21,7 @@ import (
 // error.
 func startServe(t *testing.T, extra ...string) (string, func() error) {
 	t.Helper()
-	sock := filepath.Join(t.TempDir(), "s.sock")
+	sock := filepath.Join(t.TempDir(), "run", "s.sock") // serve makes run/ 0700
 	ctx, cancel := context.WithCancel(context.Background())
 	var errOut bytes.Buffer
 	done := make(chan error, 1)
@@ -126,6 +126,23 @@ func TestServeAndClients(t *testing.T) {
 	}
 	if stripElapsed(t, local) != stripElapsed(t, out) {
 		t.Errorf("through the daemon:\n%s\nin-process:\n%s", out, local)
+	}
+	// --model takes what serve --model takes: a name in the models folder.
+	for _, m := range []string{"demo-copy", "demo"} {
+		named, err := runCmd(t, c.Request, "decide", "--model", m)
+		if err != nil {
+			t.Fatalf("decide --model %s: %v", m, err)
+		}
+		if stripElapsed(t, named) != stripElapsed(t, out) {
+			t.Errorf("decide --model %s:\n%s\nthrough the daemon:\n%s", m, named, out)
+		}
+	}
+	// Bad JSON is reported as --local reports it, naming where.
+	for _, args := range [][]string{{"decide", "--socket", sock}, {"decide", "--local"}} {
+		_, err := runCmd(t, []byte(`{"evidence": 1, "questions": {`), args...)
+		if err == nil || !strings.Contains(err.Error(), "questions: invalid JSON: expected a string key (byte 30)") || strings.Contains(err.Error(), "msgpack") {
+			t.Errorf("%v with bad JSON: %v", args, err)
+		}
 	}
 
 	// An integer beyond 64 bits cannot go through msgpack: refused before
@@ -329,4 +346,54 @@ func TestServeInt8(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkPrinted(t, out, c.Answers)
+}
+
+// TestUnsafeSocketDirs checks that the commands refuse a socket whose
+// directory another user could have made or could change, each time naming
+// what is wrong: serve refuses to listen there (--socket included), and the
+// clients refuse to connect, even when the daemon behind it is real.
+func TestUnsafeSocketDirs(t *testing.T) {
+	sock, _ := startServe(t)
+	dir := filepath.Dir(sock)
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	open := filepath.Join(t.TempDir(), "open")
+	if err := os.Mkdir(open, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(open, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	req := []byte(`{"evidence": {"secret": "s3cr3t"}, "questions": {"q": {"type": "noul", "instructions": "Is it secret?"}}}`)
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"serve in a world-writable directory", []string{"serve", "--socket", filepath.Join(open, "s.sock")}, "has mode 0777, want 0700"},
+		{"serve through a symbolic link", []string{"serve", "--socket", filepath.Join(link, "x.sock")}, "is a symbolic link"},
+		{"status through a symbolic link", []string{"status", "--socket", filepath.Join(link, "s.sock")}, "is a symbolic link"},
+		{"decide through a symbolic link", []string{"decide", "--socket", filepath.Join(link, "s.sock")}, "is a symbolic link"},
+		{"use through a symbolic link", []string{"use", "--socket", filepath.Join(link, "s.sock"), "demo"}, "is a symbolic link"},
+	} {
+		_, err := runCmd(t, req, c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "refusing") {
+			t.Errorf("%s: %v, want a refusal saying %q", c.name, err, c.want)
+		}
+	}
+	// The daemon's own directory, loosened after it started: the clients
+	// refuse it too.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	_, err := runCmd(t, req, "decide", "--socket", sock)
+	os.Chmod(dir, 0o700)
+	if !errors.Is(err, ipc.ErrUnsafeSocket) || !strings.Contains(err.Error(), "has mode 0777, want 0700") {
+		t.Errorf("decide through the loosened directory: %v", err)
+	}
+	if _, err := runCmd(t, req, "decide", "--socket", sock); err != nil {
+		t.Errorf("decide once the directory is private again: %v", err)
+	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/internal/goldens"
+	"github.com/startlux/startlux/internal/testenv"
 	"github.com/startlux/startlux/ipc"
 )
 
@@ -24,15 +25,12 @@ import (
 // Node.js client send every decide-demo.json request, pipelined on one
 // connection; the answers must match the goldens.
 func TestNodeClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed, so the Node.js client example is not checked (CI installs it in .ci/run)")
-	}
+	node := testenv.LookPath(t, "node", "Debian: apt-get install nodejs npm; ./build.sh test does")
 	if _, err := os.Stat(filepath.Join("node_modules", "@msgpack", "msgpack", "package.json")); err != nil {
-		t.Fatalf("the Node.js client's dependencies are missing: run \"npm ci --prefix examples/node-client\" (%v)", err)
+		testenv.Missing(t, "the Node.js client's dependencies are not installed: run \"npm ci --prefix examples/node-client\" (./build.sh test does): %v", err)
 	}
 
-	sock := filepath.Join(t.TempDir(), "d.sock")
+	sock := filepath.Join(t.TempDir(), "run", "d.sock") // the daemon makes run/ 0700
 	ctx, cancel := context.WithCancel(context.Background())
 	listening := make(chan struct{})
 	done := make(chan error, 1)
@@ -124,6 +122,52 @@ func TestNodeClient(t *testing.T) {
 				}
 			}
 		}
+	}
+
+	// The client's checks of the socket (Node.js cannot read the server's
+	// credentials; the directory and the socket file's owner are checked).
+	dir := filepath.Dir(sock)
+	link := filepath.Join(t.TempDir(), "link")
+	if err := os.Symlink(dir, link); err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name  string
+		path  string
+		setup func() (undo func())
+		want  string
+	}{
+		{"a symbolic link", filepath.Join(link, filepath.Base(sock)), nil, "is a symbolic link"},
+		{"a world-writable directory", sock, func() func() {
+			os.Chmod(dir, 0o777)
+			return func() { os.Chmod(dir, 0o700) }
+		}, "has mode 0777, want 0700"},
+	}
+	if os.Getuid() == 0 {
+		checks = append(checks, struct {
+			name  string
+			path  string
+			setup func() (undo func())
+			want  string
+		}{"a socket file of another user", sock, func() func() {
+			os.Lchown(sock, 12345, 12345)
+			return func() { os.Lchown(sock, 0, 0) }
+		}, "is owned by uid 12345, not by you (uid 0) or root"})
+	}
+	for _, c := range checks {
+		undo := func() {}
+		if c.setup != nil {
+			undo = c.setup()
+		}
+		_, err := runNode(t, node, nil, "--socket", c.path, "status")
+		undo()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || !strings.Contains(string(ee.Stderr), "refusing an unsafe socket") || !strings.Contains(string(ee.Stderr), c.want) {
+			t.Errorf("%s: %v, want a refusal saying %q", c.name, err, c.want)
+		}
+	}
+	if _, err := runNode(t, node, nil, "--socket", sock, "ping"); err != nil {
+		t.Errorf("ping once the socket is safe again: %v", err)
 	}
 
 	// An unknown method: the client reports the daemon's error code.

@@ -10,6 +10,7 @@
 // (pipelined) and prints one JSON line per request, in input order:
 // {"result": ...} or {"error": {"code", "message"}}.
 
+import fs from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -43,9 +44,61 @@ export class ProtocolError extends Error {
   }
 }
 
+/** A socket that could be another user's (docs/protocol.md, "What a client must check"). */
+export class UnsafeSocketError extends Error {
+  constructor(message) {
+    super(`refusing an unsafe socket: ${message}`);
+    this.code = "unsafe_socket";
+  }
+}
+
+/**
+ * Checks, before connecting, that the socket at socketPath is the user's own:
+ * its directory a real directory (not a symbolic link) owned by the user with
+ * mode 0700, and the socket file a socket owned by the user or root. Throws
+ * UnsafeSocketError saying what it found.
+ *
+ * Node.js cannot read a Unix socket peer's credentials (SO_PEERCRED,
+ * getpeereid), which the Go client also checks; the owner of the socket file
+ * stands in for them. That is sound while the directory is private: nobody
+ * else can put a socket there, or swap it between this check and connect().
+ */
+export function checkSocket(socketPath) {
+  const uid = process.getuid();
+  const dir = path.dirname(socketPath);
+  let st;
+  try {
+    st = fs.lstatSync(dir);
+  } catch (err) {
+    if (err.code === "ENOENT") throw new Error(`no daemon is listening on ${socketPath} (${dir} does not exist)`);
+    throw err;
+  }
+  if (st.isSymbolicLink()) throw new UnsafeSocketError(`the socket directory ${dir} is a symbolic link`);
+  if (!st.isDirectory()) throw new UnsafeSocketError(`the socket directory ${dir} is not a directory`);
+  if (st.uid !== uid) throw new UnsafeSocketError(`the socket directory ${dir} is owned by uid ${st.uid}, not by you (uid ${uid})`);
+  const mode = st.mode & 0o7777;
+  if (mode !== 0o700) throw new UnsafeSocketError(`the socket directory ${dir} has mode 0${mode.toString(8)}, want 0700`);
+  try {
+    st = fs.lstatSync(socketPath);
+  } catch (err) {
+    if (err.code === "ENOENT") throw new Error(`no daemon is listening on ${socketPath}`);
+    throw err;
+  }
+  if (!st.isSocket()) throw new UnsafeSocketError(`${socketPath} is not a socket`);
+  if (st.uid !== uid && st.uid !== 0) {
+    throw new UnsafeSocketError(`the socket ${socketPath} is owned by uid ${st.uid}, not by you (uid ${uid}) or root`);
+  }
+}
+
 /** One connection to the daemon; calls may overlap (they are pipelined). */
 export class StartLuxClient {
+  /** Checks the socket (checkSocket) and connects to it. */
   static connect(socketPath = defaultSocketPath()) {
+    try {
+      checkSocket(socketPath);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     return new Promise((resolve, reject) => {
       const sock = net.createConnection(socketPath);
       sock.once("connect", () => resolve(new StartLuxClient(sock)));

@@ -14,12 +14,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/startlux/startlux/internal/testenv"
 )
 
 // lcCodeSignature is LC_CODE_SIGNATURE, the load command that points at a
@@ -30,9 +31,7 @@ const lcCodeSignature = 0x1d
 // for both architectures and signing them with quill) and checks it as
 // macOS would read it.
 func TestBuild(t *testing.T) {
-	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("the go command is not on PATH")
-	}
+	testenv.LookPath(t, "go", "the Go toolchain")
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	out := t.TempDir()
