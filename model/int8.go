@@ -78,13 +78,28 @@ func Int8Kernel(be tensor.Backend) (string, error) {
 	}
 	k, err := ib.Int8Kernel()
 	if err != nil {
-		return "", fmt.Errorf("int8: backend %s: %w", be.Name(), err)
+		return "", &int8Error{backend: be.Name(), err: err}
 	}
 	if k == "" {
 		return "", fmt.Errorf("int8: backend %s names no int8 kernel", be.Name())
 	}
 	return k, nil
 }
+
+// int8Error is why a backend cannot run int8 products: "int8: backend X:
+// <reason>", the backend's own error unwrapped from it (a leading
+// "unavailable — ", which the Metal backend's errors start with, is left
+// out of the text).
+type int8Error struct {
+	backend string
+	err     error
+}
+
+func (e *int8Error) Error() string {
+	return "int8: backend " + e.backend + ": " + strings.TrimPrefix(e.err.Error(), "unavailable — ")
+}
+
+func (e *int8Error) Unwrap() error { return e.err }
 
 // projectionBytes returns the stored bytes of c's projections in the
 // checkpoint (packed values, scales and biases for MLX-quantised ones): the

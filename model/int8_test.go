@@ -212,6 +212,9 @@ func TestInt8Refused(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), tinyDir) {
 				t.Fatalf("error %v, want one naming the checkpoint and containing %q", err, c.want)
 			}
+			if _, isBroken := c.be.(brokenInt8); isBroken && !errors.Is(err, errBrokenInt8) {
+				t.Errorf("error %v does not wrap the backend's", err)
+			}
 		})
 	}
 	if _, err := Load(tinyDir, plainBackend{be}, LoadOptions{}); err != nil {
@@ -236,7 +239,10 @@ type plainBackend struct{ tensor.Backend }
 
 type brokenInt8 struct{ tensor.Backend }
 
-func (brokenInt8) Int8Kernel() (string, error) { return "", errors.New("the int8 self-check failed") }
+func (brokenInt8) Int8Kernel() (string, error) { return "", errBrokenInt8 }
+
+// errBrokenInt8 is brokenInt8's error, as the Metal backend words its own.
+var errBrokenInt8 = errors.New("unavailable — the int8 self-check failed")
 
 type unnamedInt8 struct{ tensor.Backend }
 
