@@ -250,14 +250,17 @@ func currentModel(s MenuState) string {
 	return "demo"
 }
 
-// loadInt8 reloads the named model with int8 on or off, showing the switch
-// in the menu, and keeps the setting when the daemon took it.
-func (c *Controller) loadInt8(ctx context.Context, name string, on bool) error {
+// errSwitching is returned for an action asked for while a switch runs.
+var errSwitching = errors.New("already switching")
+
+// switchTo loads the named model with int8 on or off, showing the switch
+// in the menu while it runs; it refuses while another switch is under way.
+func (c *Controller) switchTo(ctx context.Context, name string, on bool) error {
 	c.mu.Lock()
 	if c.switching != "" {
 		busy := c.switching
 		c.mu.Unlock()
-		return fmt.Errorf("already switching to %s", busy)
+		return fmt.Errorf("%w to %s", errSwitching, busy)
 	}
 	c.switching, c.notice = name, ""
 	c.mu.Unlock()
@@ -265,6 +268,18 @@ func (c *Controller) loadInt8(ctx context.Context, name string, on bool) error {
 	err := c.daemon.Load(ctx, name, on)
 	c.mu.Lock()
 	c.switching = ""
+	c.mu.Unlock()
+	return err
+}
+
+// loadInt8 reloads the named model with int8 on or off, and keeps the
+// setting when the daemon took it.
+func (c *Controller) loadInt8(ctx context.Context, name string, on bool) error {
+	err := c.switchTo(ctx, name, on)
+	if errors.Is(err, errSwitching) {
+		return err
+	}
+	c.mu.Lock()
 	var save error
 	if err == nil && c.settings.Int8 != on {
 		next := c.settings
@@ -360,19 +375,12 @@ func (c *Controller) Handle(ctx context.Context, action string) error {
 	case strings.HasPrefix(action, ActionUse+":"):
 		name := strings.TrimPrefix(action, ActionUse+":")
 		c.mu.Lock()
-		if c.switching != "" {
-			busy := c.switching
-			c.mu.Unlock()
-			return fmt.Errorf("already switching to %s", busy)
-		}
-		c.switching, c.notice = name, ""
 		on := c.settings.Int8
 		c.mu.Unlock()
-		c.Poll(ctx)
-		err := c.daemon.Load(ctx, name, on)
-		c.mu.Lock()
-		c.switching = ""
-		c.mu.Unlock()
+		err := c.switchTo(ctx, name, on)
+		if errors.Is(err, errSwitching) {
+			return err
+		}
 		return c.report(ctx, err, "switch model")
 	}
 	return fmt.Errorf("unknown menu action %q", action)
