@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/startlux/startlux/api"
 )
 
 // System is what the controller asks of the operating system.
@@ -222,7 +224,7 @@ func (c *Controller) int8Drift() (name string, on, drift bool) {
 	defer c.mu.Unlock()
 	s := c.state
 	st := s.Status
-	if s.StatusErr != nil || st.State != StateReady || c.switching != "" || st.PID == c.synced {
+	if s.StatusErr != nil || st.State != api.StateReady || c.switching != "" || st.PID == c.synced {
 		return "", false, false
 	}
 	c.synced = st.PID

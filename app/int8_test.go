@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/startlux/startlux/api"
 )
 
 func TestSettingsFile(t *testing.T) {
@@ -46,8 +48,8 @@ func TestControllerInt8(t *testing.T) {
 	ctx := context.Background()
 	file := filepath.Join(t.TempDir(), "settings.json")
 	d := &fakeDaemon{
-		status: Status{State: StateReady, PID: 7, Model: ModelStatus{Name: "demo"}},
-		models: []ModelEntry{{Name: "demo", Embedded: true, Current: true}, {Name: "other", Path: "/m/other"}},
+		status: api.Status{State: api.StateReady, PID: 7, Model: api.ModelStatus{Name: "demo"}},
+		models: []api.ModelEntry{{Name: "demo", Embedded: true, Current: true}, {Name: "other", Path: "/m/other"}},
 	}
 	d.loadFn = func(name string) error {
 		d.mu.Lock()
@@ -80,7 +82,7 @@ func TestControllerInt8(t *testing.T) {
 	}
 
 	d.mu.Lock()
-	d.models = []ModelEntry{{Name: "demo", Embedded: true}, {Name: "other", Path: "/m/other", Current: true}}
+	d.models = []api.ModelEntry{{Name: "demo", Embedded: true}, {Name: "other", Path: "/m/other", Current: true}}
 	d.loadFn = func(string) error { return errors.New("model_load_failed: the disk is gone") }
 	d.mu.Unlock()
 	c.Poll(ctx)
@@ -112,8 +114,8 @@ func TestControllerInt8AfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &fakeDaemon{
-		status: Status{State: StateReady, PID: 7, Model: ModelStatus{Name: "demo"}},
-		models: []ModelEntry{{Name: "demo", Embedded: true, Current: true}},
+		status: api.Status{State: api.StateReady, PID: 7, Model: api.ModelStatus{Name: "demo"}},
+		models: []api.ModelEntry{{Name: "demo", Embedded: true, Current: true}},
 	}
 	c := New(d, &fakeSystem{}, Options{SettingsFile: file, Interval: 5 * time.Millisecond})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -139,14 +141,14 @@ func TestControllerInt8AfterRestart(t *testing.T) {
 		t.Errorf("loads %v int8 %v; want one reload of demo with int8", d.loads, d.int8s)
 	}
 	// A new daemon process on a backend without int8: left alone.
-	d.status = Status{State: StateReady, PID: 8, Model: ModelStatus{Name: "demo", Int8Unavailable: "backend x has no int8 matrix products"}}
+	d.status = api.Status{State: api.StateReady, PID: 8, Model: api.ModelStatus{Name: "demo", Int8Unavailable: "backend x has no int8 matrix products"}}
 	d.mu.Unlock()
 	time.Sleep(30 * time.Millisecond)
 	if loads() != 1 {
 		t.Errorf("a daemon that cannot run int8 was reloaded")
 	}
 	d.mu.Lock()
-	d.status = Status{State: StateReady, PID: 9, Model: ModelStatus{Name: "demo"}}
+	d.status = api.Status{State: api.StateReady, PID: 9, Model: api.ModelStatus{Name: "demo"}}
 	d.mu.Unlock()
 	waitUntil("the reload of the next daemon process", func() bool { return loads() == 2 })
 	cancel()

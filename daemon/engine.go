@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/startlux/startlux"
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/model"
@@ -59,9 +60,9 @@ type LoaderOptions struct {
 // DecideLoader returns the [Loader] of real models: decide engines, on the
 // embedded demo checkpoint for dir "".
 func DecideLoader(lo LoaderOptions) Loader {
-	return func(ctx context.Context, dir string, useInt8 bool, progress func(done, total int64)) (Engine, ModelStatus, error) {
+	return func(ctx context.Context, dir string, useInt8 bool, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
 		if err := ctx.Err(); err != nil {
-			return nil, ModelStatus{}, err
+			return nil, api.ModelStatus{}, err
 		}
 		newBackend := lo.Backend
 		if newBackend == nil {
@@ -69,12 +70,12 @@ func DecideLoader(lo LoaderOptions) Loader {
 		}
 		be, err := newBackend()
 		if err != nil {
-			return nil, ModelStatus{}, fmt.Errorf("backend: %w", err)
+			return nil, api.ModelStatus{}, fmt.Errorf("backend: %w", err)
 		}
 		if w, ok := be.(tensor.WarmUpper); ok {
 			// Compile the backend's kernels before any decision waits on them.
 			if err := w.WarmUp(ctx); err != nil {
-				return nil, ModelStatus{}, fmt.Errorf("backend %s: warm up: %w", be.Name(), err)
+				return nil, api.ModelStatus{}, fmt.Errorf("backend %s: warm up: %w", be.Name(), err)
 			}
 		}
 		opts := decide.Options{CacheLimit: lo.CacheLimit, Progress: progress, Limits: lo.Limits, Int8: useInt8}
@@ -85,10 +86,10 @@ func DecideLoader(lo LoaderOptions) Loader {
 			e, err = decide.Open(dir, be, opts)
 		}
 		if err != nil {
-			return nil, ModelStatus{}, err
+			return nil, api.ModelStatus{}, err
 		}
 		info := e.Info()
-		st := ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend,
+		st := api.ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend,
 			Int8: info.Int8 != "", Int8Kernel: info.Int8, WeightBytes: info.WeightBytes}
 		if _, err := model.Int8Kernel(be); err != nil {
 			st.Int8Unavailable = strings.TrimPrefix(err.Error(), "int8: ")

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
 )
 
@@ -229,30 +230,30 @@ func (l *fakeLoader) open(dir string) *fakeEngine {
 	return e
 }
 
-func (l *fakeLoader) load(ctx context.Context, dir string, useInt8 bool, progress func(done, total int64)) (Engine, ModelStatus, error) {
+func (l *fakeLoader) load(ctx context.Context, dir string, useInt8 bool, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
 	progress(0, 100)
 	if l.loadGate != nil {
 		select {
 		case <-l.loadGate:
 		case <-ctx.Done():
-			return nil, ModelStatus{}, ctx.Err()
+			return nil, api.ModelStatus{}, ctx.Err()
 		}
 	}
 	if dir == l.panicOn && dir != "" {
 		panic("the fake loader fell over")
 	}
 	if dir == l.fail && dir != "" {
-		return nil, ModelStatus{}, errors.New("no such checkpoint")
+		return nil, api.ModelStatus{}, errors.New("no such checkpoint")
 	}
 	if useInt8 && l.noInt8 != "" {
-		return nil, ModelStatus{}, errors.New("int8: " + l.noInt8)
+		return nil, api.ModelStatus{}, errors.New("int8: " + l.noInt8)
 	}
 	progress(100, 100)
 	name := dir
 	if name == "" {
 		name = "demo-decision"
 	}
-	st := ModelStatus{Name: name, Path: dir, Backend: "fake", Int8: useInt8, Int8Unavailable: l.noInt8, WeightBytes: 1000}
+	st := api.ModelStatus{Name: name, Path: dir, Backend: "fake", Int8: useInt8, Int8Unavailable: l.noInt8, WeightBytes: 1000}
 	if useInt8 {
 		st.Int8Kernel, st.WeightBytes = "fake-int8", 500
 	}

@@ -7,32 +7,32 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/cpu"
-	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/ipc"
 	"github.com/startlux/startlux/tensor"
 )
 
 // status returns the daemon's status, decoded into a fresh value.
-func status(t *testing.T, c *ipc.Client) Status {
+func status(t *testing.T, c *ipc.Client) api.Status {
 	t.Helper()
-	var st Status
-	if err := c.Call(context.Background(), MethodStatus, nil, &st); err != nil {
+	var st api.Status
+	if err := c.Call(context.Background(), api.MethodStatus, nil, &st); err != nil {
 		t.Fatal(err)
 	}
 	return st
 }
 
 // waitReady waits until the daemon serves a model and returns its status.
-func waitReady(t *testing.T, c *ipc.Client) Status {
+func waitReady(t *testing.T, c *ipc.Client) api.Status {
 	t.Helper()
-	var st Status
+	var st api.Status
 	waitFor(t, func() bool {
 		st = status(t, c)
-		if st.State == StateFailed {
+		if st.State == api.StateFailed {
 			t.Fatalf("the model failed to load: %s", st.Error)
 		}
-		return st.State == StateReady
+		return st.State == api.StateReady
 	})
 	return st
 }
@@ -63,16 +63,16 @@ func TestLoadInt8(t *testing.T) {
 	}
 	off, on := false, true
 	for _, step := range []struct {
-		p    LoadParams
+		p    api.LoadParams
 		want bool
 	}{
-		{LoadParams{Model: "alpha"}, true},              // kept across a switch
-		{LoadParams{Model: "alpha", Int8: &off}, false}, // turned off
-		{LoadParams{Model: "demo"}, false},              // kept off
-		{LoadParams{Model: "demo", Int8: &on}, true},
+		{api.LoadParams{Model: "alpha"}, true},              // kept across a switch
+		{api.LoadParams{Model: "alpha", Int8: &off}, false}, // turned off
+		{api.LoadParams{Model: "demo"}, false},              // kept off
+		{api.LoadParams{Model: "demo", Int8: &on}, true},
 	} {
-		st = Status{} // a reply leaves out empty fields: decode into a fresh value
-		if err := c.Call(ctx, MethodLoad, step.p, &st); err != nil {
+		st = api.Status{} // a reply leaves out empty fields: decode into a fresh value
+		if err := c.Call(ctx, api.MethodLoad, step.p, &st); err != nil {
 			t.Fatal(err)
 		}
 		if st.Model.Int8 != step.want || (st.Model.Int8Kernel != "") != step.want {
@@ -82,23 +82,23 @@ func TestLoadInt8(t *testing.T) {
 
 	// A backend without int8: the refusal, with its reason.
 	fl.noInt8 = "backend fake has no int8 matrix products"
-	st = Status{}
-	if err := c.Call(ctx, MethodLoad, LoadParams{Model: "alpha", Int8: &off}, &st); err != nil {
+	st = api.Status{}
+	if err := c.Call(ctx, api.MethodLoad, api.LoadParams{Model: "alpha", Int8: &off}, &st); err != nil {
 		t.Fatal(err)
 	}
 	if st.Model.Int8Summary() != "unavailable — backend fake has no int8 matrix products" {
 		t.Errorf("float load on a backend without int8: %q", st.Model.Int8Summary())
 	}
-	err := c.Call(ctx, MethodLoad, LoadParams{Model: "demo", Int8: &on}, nil)
-	if ipc.ErrorCode(err) != ipc.CodeModelLoadFailed || !strings.Contains(err.Error(), "has no int8 matrix products") {
+	err := c.Call(ctx, api.MethodLoad, api.LoadParams{Model: "demo", Int8: &on}, nil)
+	if api.ErrorCode(err) != api.CodeModelLoadFailed || !strings.Contains(err.Error(), "has no int8 matrix products") {
 		t.Fatalf("int8 load on a backend without int8: %v", err)
 	}
 	st = status(t, c)
-	if st.State != StateReady || st.Model.Path != filepath.Join(models, "alpha") || st.Model.Int8 {
+	if st.State != api.StateReady || st.Model.Path != filepath.Join(models, "alpha") || st.Model.Int8 {
 		t.Errorf("after the refused load the old model should serve, in float: %+v", st.Model)
 	}
-	st = Status{}
-	if err := c.Call(ctx, MethodLoad, LoadParams{Model: "demo"}, &st); err != nil || st.Model.Int8 {
+	st = api.Status{}
+	if err := c.Call(ctx, api.MethodLoad, api.LoadParams{Model: "demo"}, &st); err != nil || st.Model.Int8 {
 		t.Errorf("a load that does not say after the refusal: %v, model %+v (want the float setting kept)", err, st.Model)
 	}
 }
@@ -123,8 +123,8 @@ func TestInt8EndToEnd(t *testing.T) {
 	int8Bytes := st.Model.WeightBytes
 	cases := loadGoldens(t)
 	for i := range cases {
-		var resp decide.Response
-		if err := c.Call(ctx, MethodDecide, params(t, string(cases[i].Request)), &resp); err != nil {
+		var resp api.Response
+		if err := c.Call(ctx, api.MethodDecide, params(t, string(cases[i].Request)), &resp); err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
 		if err := checkGolden(&resp, &cases[i], 0.03); err != nil {
@@ -132,15 +132,15 @@ func TestInt8EndToEnd(t *testing.T) {
 		}
 	}
 	off := false
-	st = Status{}
-	if err := c.Call(ctx, MethodLoad, LoadParams{Model: "demo", Int8: &off}, &st); err != nil {
+	st = api.Status{}
+	if err := c.Call(ctx, api.MethodLoad, api.LoadParams{Model: "demo", Int8: &off}, &st); err != nil {
 		t.Fatal(err)
 	}
 	if st.Model.Int8 || st.Model.WeightBytes <= int8Bytes || st.Model.Int8Summary() != "off" {
 		t.Errorf("after int8 false: model %+v (int8 weights were %d bytes)", st.Model, int8Bytes)
 	}
-	var resp decide.Response
-	if err := c.Call(ctx, MethodDecide, params(t, string(cases[0].Request)), &resp); err != nil {
+	var resp api.Response
+	if err := c.Call(ctx, api.MethodDecide, params(t, string(cases[0].Request)), &resp); err != nil {
 		t.Fatal(err)
 	}
 	if err := checkGolden(&resp, &cases[0], 1e-4); err != nil {

@@ -24,6 +24,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/app"
 )
 
@@ -68,7 +69,7 @@ func run(args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(items)
 	}
-	models, err := app.ModelsDir()
+	models, err := api.ModelsDir()
 	if err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/daemon"
 )
 
@@ -22,7 +23,7 @@ func runUse(ctx context.Context, env *cmdEnv, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	params := daemon.LoadParams{}
+	params := api.LoadParams{}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "int8" {
 			params.Int8 = useInt8
@@ -64,8 +65,8 @@ func runUse(ctx context.Context, env *cmdEnv, args []string) error {
 					return
 				case <-tick.C:
 				}
-				var st daemon.Status
-				if err := c.Call(ctx, daemon.MethodStatus, nil, &st); err == nil && st.Progress != nil {
+				var st api.Status
+				if err := c.Call(ctx, api.MethodStatus, nil, &st); err == nil && st.Progress != nil {
 					pr.show(*st.Progress)
 				}
 			}
@@ -73,9 +74,9 @@ func runUse(ctx context.Context, env *cmdEnv, args []string) error {
 	} else {
 		close(watched)
 	}
-	var st daemon.Status
+	var st api.Status
 	params.Model = model
-	err = c.Call(ctx, daemon.MethodLoad, params, &st)
+	err = c.Call(ctx, api.MethodLoad, params, &st)
 	close(stop)
 	<-watched
 	if isTerminal(env.stderr) {
