@@ -170,5 +170,44 @@ func TestDecideLoaderInt8Refused(t *testing.T) {
 	}
 }
 
+// TestInt8RefusedOverSocket serves the demo model with the real loader on
+// a backend without int8 products: status says int8 is unavailable and
+// why, load {"int8": true} is refused with that reason and leaves the float
+// model serving, and a daemon started with Int8 on such a backend fails
+// its first load with the reason instead of serving in float.
+func TestInt8RefusedOverSocket(t *testing.T) {
+	newBackend := func() (tensor.Backend, error) {
+		be, err := cpu.New(cpu.Options{})
+		return plainBackend{be}, err
+	}
+	be, err := newBackend()
+	if err != nil {
+		t.Fatal(err)
+	}
+	reason := "backend " + be.Name() + " has no int8 matrix products"
+	c := dial(t, startDaemon(t, Options{Load: DecideLoader(LoaderOptions{Backend: newBackend}), ModelsDir: t.TempDir(), NoWarmup: true}))
+	st := waitReady(t, c)
+	if st.Model.Int8 || st.Model.Int8Kernel != "" || st.Model.Int8Summary() != "unavailable — "+reason {
+		t.Errorf("float model on a backend without int8: %+v", st.Model)
+	}
+	on := true
+	err = c.Call(context.Background(), api.MethodLoad, api.LoadParams{Model: "demo", Int8: &on}, nil)
+	if api.ErrorCode(err) != api.CodeModelLoadFailed || !strings.Contains(err.Error(), reason) {
+		t.Errorf("load int8 on a backend without int8: %v, want %s naming %q", err, api.CodeModelLoadFailed, reason)
+	}
+	if st := status(t, c); st.State != api.StateReady || st.Model.Int8 {
+		t.Errorf("after the refused load: state %s, model %+v; want the float model serving", st.State, st.Model)
+	}
+
+	c = dial(t, startDaemon(t, Options{Load: DecideLoader(LoaderOptions{Backend: newBackend}), ModelsDir: t.TempDir(), NoWarmup: true, Int8: true}))
+	waitFor(t, func() bool {
+		st = status(t, c)
+		return st.State != api.StateLoading && st.State != api.StateWarming
+	})
+	if st.State != api.StateFailed || !strings.Contains(st.Error, reason) {
+		t.Errorf("started with Int8 on a backend without int8: state %s, error %q; want failed naming %q", st.State, st.Error, reason)
+	}
+}
+
 // plainBackend hides the optional interfaces of its backend.
 type plainBackend struct{ tensor.Backend }

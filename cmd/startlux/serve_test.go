@@ -88,9 +88,10 @@ func TestServeAndClients(t *testing.T) {
 	var st struct {
 		State string `json:"state"`
 		Model struct {
-			Name    string `json:"name"`
-			Backend string `json:"backend"`
-			Int8    bool   `json:"int8"`
+			Name       string  `json:"name"`
+			Backend    string  `json:"backend"`
+			Int8       *bool   `json:"int8"` // present and false: serve ran without --int8
+			Int8Kernel *string `json:"int8_kernel"`
 		} `json:"model"`
 	}
 	for deadline := time.Now().Add(30 * time.Second); st.State != "ready"; time.Sleep(20 * time.Millisecond) {
@@ -105,8 +106,8 @@ func TestServeAndClients(t *testing.T) {
 			t.Fatalf("status: %s", out)
 		}
 	}
-	if st.Model.Backend == "" || st.Model.Int8 {
-		t.Errorf("status model %+v", st.Model)
+	if st.Model.Backend == "" || st.Model.Int8 == nil || *st.Model.Int8 || st.Model.Int8Kernel != nil {
+		t.Errorf("status model %+v, want \"int8\": false and no int8_kernel", st.Model)
 	}
 	if out, err := runCmd(t, nil, "status", "--socket", sock); err != nil || !strings.Contains(out, "state:     ready") {
 		t.Errorf("status: %q %v", out, err)
