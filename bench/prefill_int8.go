@@ -190,8 +190,10 @@ func (r *PrefillInt8) print(p *printer, tokens int) {
 	rm, rlo, rhi := spread(ratios)
 	tps := func(s float64) float64 { return float64(tokens) / s }
 	p.printf("prefill %d tokens, %d runs each, alternated:\n", tokens, len(r.BF16))
-	p.printf("  bf16          %7.1f tok/s (median %.2fs; fastest %.2fs, slowest %.2fs)\n", tps(bm), bm, blo, bhi)
-	p.printf("  int8 (%s) %7.1f tok/s (median %.2fs; fastest %.2fs, slowest %.2fs)\n", r.Kernel, tps(qm), qm, qlo, qhi)
+	label := "int8 (" + r.Kernel + ")"
+	w := max(len(label), len("bf16"))
+	p.printf("  %-*s %7.1f tok/s (median %.2fs; fastest %.2fs, slowest %.2fs)\n", w, "bf16", tps(bm), bm, blo, bhi)
+	p.printf("  %-*s %7.1f tok/s (median %.2fs; fastest %.2fs, slowest %.2fs)\n", w, label, tps(qm), qm, qlo, qhi)
 	p.printf("  int8 / bf16: %.2f× (ratio of the medians); per pair median %.2f×, from %.2f× to %.2f×\n", bm/qm, rm, rlo, rhi)
 	p.printf("  projections: bf16 %.3f GB, int8 %.3f GB = %.3f× (goal ≤ 0.55×); all weights %.3f GB → %.3f GB\n",
 		float64(r.ProjBF16)/1e9, float64(r.ProjInt8)/1e9, float64(r.ProjInt8)/float64(r.ProjBF16), float64(r.WeightBF16)/1e9, float64(r.WeightInt8)/1e9)
