@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/internal/settings"
 )
 
@@ -48,10 +49,10 @@ type Options struct {
 	StartTimeout time.Duration
 	// ModelsDir is the folder "Open Models Folder…" opens.
 	ModelsDir string
-	// SettingsPath is the app's settings file (internal/settings), where
-	// "Unload When Idle" is kept for the daemon to read at its next start
-	// ("": the choice is only sent to the running daemon).
-	SettingsPath string
+	// SettingsFile is where the app's settings are kept (internal/settings:
+	// "Use int8", and "Unload When Idle", which the daemon reads at its
+	// next start); "" keeps them in memory only.
+	SettingsFile string
 	// OnQuit is called by the quit action after the child daemon stopped.
 	OnQuit func()
 }
@@ -74,6 +75,8 @@ type Controller struct {
 	startedAt time.Time  // when a start began; zero when none is under way
 	switching string
 	notice    string
+	settings  settings.Settings
+	synced    int // the pid of the last daemon whose int8 was made to follow the setting
 	menu      Menu
 	state     MenuState
 	listeners []func(Menu)
@@ -91,7 +94,14 @@ func New(d Daemon, sys System, opts Options) *Controller {
 		opts.StartTimeout = 60 * time.Second
 	}
 	c := &Controller{daemon: d, sys: sys, opts: opts, wake: make(chan struct{}, 1)}
-	c.menu = BuildMenu(MenuState{StatusErr: errors.New("not polled yet"), Starting: true})
+	if opts.SettingsFile != "" {
+		st, err := settings.Load(opts.SettingsFile)
+		if err != nil {
+			c.notice = err.Error() // and the defaults apply
+		}
+		c.settings = st
+	}
+	c.menu = BuildMenu(MenuState{StatusErr: errors.New("not polled yet"), Starting: true, Int8: c.settings.Int8})
 	return c
 }
 
@@ -171,6 +181,7 @@ func (c *Controller) Poll(ctx context.Context) Menu {
 	s.Starting = !c.startedAt.IsZero()
 	s.Switching = c.switching
 	s.Notice = c.notice
+	s.Int8 = c.settings.Int8
 	menu := BuildMenu(s)
 	c.menu, c.state = menu, s
 	c.mu.Unlock()
@@ -180,7 +191,10 @@ func (c *Controller) Poll(ctx context.Context) Menu {
 
 // Run polls until ctx ends: at once (starting the daemon when it is not
 // running — the first-run registration of the login agent on macOS), then
-// every Interval and right after each action.
+// every Interval and right after each action. The first time it finds a
+// daemon (each daemon process) serving its model with int8 on while "Use
+// int8" is off, or the other way round, it reloads the model to follow the
+// setting, in the background.
 func (c *Controller) Run(ctx context.Context) error {
 	c.Poll(ctx)
 	if c.State().StatusErr != nil {
@@ -189,6 +203,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	t := time.NewTicker(c.opts.Interval)
 	defer t.Stop()
 	for {
+		if name, on, ok := c.int8Drift(); ok {
+			go c.loadInt8(ctx, name, on)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -197,6 +214,90 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		c.Poll(ctx)
 	}
+}
+
+// int8Drift reports whether the daemon, as last polled, serves its model
+// against the "Use int8" setting and has not been brought in line yet (once
+// per daemon process, so that a change made elsewhere afterwards stands):
+// the model to reload and the setting. A daemon whose backend cannot run
+// int8 is left alone; the menu says why.
+func (c *Controller) int8Drift() (name string, on, drift bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.state
+	st := s.Status
+	if s.StatusErr != nil || st.State != api.StateReady || c.switching != "" || st.PID == c.synced {
+		return "", false, false
+	}
+	c.synced = st.PID
+	on = c.settings.Int8
+	if st.Model.Int8 == on || on && st.Model.Int8Unavailable != "" {
+		return "", false, false
+	}
+	return currentModel(s), on, true
+}
+
+// currentModel names the model the daemon serves (or failed to load) for
+// the load method: the embedded demo by name, any other by its directory.
+func currentModel(s MenuState) string {
+	for _, m := range s.Models {
+		if m.Current {
+			if m.Path != "" {
+				return m.Path
+			}
+			return m.Name
+		}
+	}
+	if p := s.Status.Model.Path; p != "" && s.Status.Model.Name != "" && p != s.Status.Model.Name {
+		return p
+	}
+	return "demo"
+}
+
+// errSwitching is returned for an action asked for while a switch runs.
+var errSwitching = errors.New("already switching")
+
+// switchTo loads the named model with int8 on or off, showing the switch
+// in the menu while it runs; it refuses while another switch is under way.
+func (c *Controller) switchTo(ctx context.Context, name string, on bool) error {
+	c.mu.Lock()
+	if c.switching != "" {
+		busy := c.switching
+		c.mu.Unlock()
+		return fmt.Errorf("%w to %s", errSwitching, busy)
+	}
+	c.switching, c.notice = name, ""
+	c.mu.Unlock()
+	c.Poll(ctx)
+	err := c.daemon.Load(ctx, name, on)
+	c.mu.Lock()
+	c.switching = ""
+	c.mu.Unlock()
+	return err
+}
+
+// loadInt8 reloads the named model with int8 on or off, and keeps the
+// setting when the daemon took it.
+func (c *Controller) loadInt8(ctx context.Context, name string, on bool) error {
+	err := c.switchTo(ctx, name, on)
+	if errors.Is(err, errSwitching) {
+		return err
+	}
+	c.mu.Lock()
+	var save error
+	if err == nil && c.settings.Int8 != on {
+		if c.opts.SettingsFile != "" {
+			save = settings.Update(c.opts.SettingsFile, func(s *settings.Settings) { s.Int8 = on })
+		}
+		if save == nil {
+			c.settings.Int8 = on
+		}
+	}
+	c.mu.Unlock()
+	if err == nil {
+		err = save
+	}
+	return c.report(ctx, err, "turn int8 "+onOff(on))
 }
 
 // kick asks Run to poll now.
@@ -277,27 +378,26 @@ func (c *Controller) Handle(ctx context.Context, action string) error {
 		if err != nil || d < 0 {
 			return fmt.Errorf("menu action %q: want a duration of 0 or more", action)
 		}
-		if c.opts.SettingsPath != "" {
-			if err := settings.Update(c.opts.SettingsPath, func(s *settings.Settings) { s.SetIdleUnload(d) }); err != nil {
+		if c.opts.SettingsFile != "" {
+			if err := settings.Update(c.opts.SettingsFile, func(s *settings.Settings) { s.SetIdleUnload(d) }); err != nil {
 				return c.report(ctx, err, "keep the idle-unload setting")
 			}
 		}
 		return c.report(ctx, c.daemon.SetIdleUnload(ctx, d), "set the idle-unload time")
+	case action == ActionInt8:
+		c.mu.Lock()
+		on, name := !c.settings.Int8, currentModel(c.state)
+		c.mu.Unlock()
+		return c.loadInt8(ctx, name, on)
 	case strings.HasPrefix(action, ActionUse+":"):
 		name := strings.TrimPrefix(action, ActionUse+":")
 		c.mu.Lock()
-		if c.switching != "" {
-			busy := c.switching
-			c.mu.Unlock()
-			return fmt.Errorf("already switching to %s", busy)
+		on := c.settings.Int8
+		c.mu.Unlock()
+		err := c.switchTo(ctx, name, on)
+		if errors.Is(err, errSwitching) {
+			return err
 		}
-		c.switching, c.notice = name, ""
-		c.mu.Unlock()
-		c.Poll(ctx)
-		err := c.daemon.Load(ctx, name)
-		c.mu.Lock()
-		c.switching = ""
-		c.mu.Unlock()
 		return c.report(ctx, err, "switch model")
 	}
 	return fmt.Errorf("unknown menu action %q", action)

@@ -65,8 +65,9 @@ func longRequest() map[string]any {
 // the app's child on a real socket and drives it through the controller:
 // start, the menu's model and cache figures, a request moving the cache, a
 // model switch from the menu, the memory lines, Unload Model and the
-// decision that loads it again, Unload When Idle kept in the settings file
-// across a restart, and a stopped daemon.
+// decision that loads it again, Unload When Idle and "Use int8" kept in
+// the settings file, a restart (the new process, in float, brought back to
+// int8 by Run, and unloading when idle as chosen), and a stopped daemon.
 func TestControllerWithRealDaemon(t *testing.T) {
 	testenv.LookPath(t, "go", "the Go toolchain")
 	dir := t.TempDir()
@@ -91,7 +92,7 @@ func TestControllerWithRealDaemon(t *testing.T) {
 	defer d.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := New(d, sys, Options{ModelsDir: models, SettingsPath: settingsPath, CallTimeout: 10 * time.Second})
+	c := New(d, sys, Options{ModelsDir: models, CallTimeout: 10 * time.Second, SettingsFile: settingsPath, Interval: 50 * time.Millisecond})
 
 	// waitFor polls until the menu satisfies cond.
 	waitFor := func(what string, cond func(MenuState, string) bool) (MenuState, string) {
@@ -179,7 +180,7 @@ func TestControllerWithRealDaemon(t *testing.T) {
 		t.Errorf("memory status %+v", m)
 	}
 	for _, want := range []string{
-		"Memory: " + FormatBytes(m.Resident) + " resident · weights " + FormatBytes(m.Weights),
+		"Memory: " + FormatBytes(m.Resident) + " resident",
 		"Scratch: " + FormatBytes(m.Scratch) + " / " + FormatBytes(m.ScratchLimit),
 		"✓ After 30 Minutes", // the default
 	} {
@@ -218,7 +219,23 @@ func TestControllerWithRealDaemon(t *testing.T) {
 		return s.Status.State == api.StateReady && strings.HasSuffix(s.Status.Model.Path, string(filepath.Separator)+"other")
 	})
 
-	// Restart: a new process serves again, with the setting kept.
+	// Use int8: the model in service reloads with int8 projections, the
+	// menu names the kernel, the choice is saved.
+	floatBytes := st.Status.Model.WeightBytes
+	if err := c.Handle(ctx, ActionInt8); err != nil {
+		t.Fatalf("use int8: %v", err)
+	}
+	st, txt = waitFor("int8 on", func(s MenuState, _ string) bool { return s.Status.State == api.StateReady && s.Status.Model.Int8 })
+	if it, _ := c.Menu().Find(ActionInt8); !it.Checked || !strings.Contains(txt, "int8: on ("+st.Status.Model.Int8Kernel+")") || st.Status.Model.Int8Kernel == "" ||
+		!strings.HasSuffix(st.Status.Model.Path, string(filepath.Separator)+"other") || st.Status.Model.WeightBytes >= floatBytes {
+		t.Errorf("after Use int8 (float weights %d bytes): model %+v, menu:\n%s", floatBytes, st.Status.Model, txt)
+	}
+	if s, err := settings.Load(settingsPath); err != nil || !s.Int8 || s.IdleUnload != "5m0s" {
+		t.Errorf("settings after Use int8 (and 5 minutes before it): %+v, %v", s, err)
+	}
+
+	// Restart: a new process serves again, started in float with the
+	// daemon's default arguments; Run brings it in line with the setting.
 	pid := st.Status.PID
 	if err := c.Handle(ctx, ActionRestart); err != nil {
 		t.Fatal(err)
@@ -229,6 +246,14 @@ func TestControllerWithRealDaemon(t *testing.T) {
 	if st.Status.IdleUnloadS != 300 || !strings.Contains(txt, "✓ After 5 Minutes") {
 		t.Errorf("after a restart the daemon unloads after %v s:\n%s", st.Status.IdleUnloadS, txt)
 	}
+	runCtx, stopRun := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- c.Run(runCtx) }()
+	waitFor("int8 after the restart", func(s MenuState, _ string) bool {
+		return s.Status.PID != pid && s.Status.State == api.StateReady && s.Status.Model.Int8
+	})
+	stopRun()
+	<-ran
 
 	// Stopped: the menu says so and offers to start it.
 	if err := sys.Stop(); err != nil {

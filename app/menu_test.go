@@ -79,7 +79,7 @@ func TestBuildMenu(t *testing.T) {
 [Model: demo]
 [Backend: cpu]
 [int8: off]
-[Memory: 150 MiB resident · weights 8.0 MiB]
+[Memory: 150 MiB resident]
 [Prefix cache: 3.0 MiB / 512 MiB]
 [Scratch: 1.0 MiB / 1.0 GiB]
 [Requests: 4 · p50 12 ms]
@@ -96,6 +96,7 @@ Switch Model ▸
       big
     ---
     Open Models Folder…
+  Use int8
 ---
 ✓ Start at Login
 Restart Daemon
@@ -110,6 +111,7 @@ Switch Model ▸
     [Start the daemon to list models]
     ---
     Open Models Folder…
+  [Use int8]
 ---
   Start at Login
 ---
@@ -124,6 +126,7 @@ Switch Model ▸
     [Start the daemon to list models]
     ---
     Open Models Folder…
+  [Use int8]
 ---
   Start at Login
 ---
@@ -143,18 +146,19 @@ Switch Model ▸
     [No models listed]
     ---
     Open Models Folder…
+  [Use int8]
 ---
   [Start at Login]
 Restart Daemon
 ---
 Quit StartLux
 `},
-		{"switching", MenuState{Status: func() api.Status { s := ready; s.Model.Int8 = true; return s }(), Models: models, Switching: "big"}, `
+		{"switching", MenuState{Status: func() api.Status { s := ready; s.Model.Int8, s.Model.Int8Kernel = true, "avx2"; return s }(), Models: models, Switching: "big", Int8: true}, `
 [Model: demo]
 [Switching to big…]
 [Backend: cpu]
-[int8: on]
-[Memory: 150 MiB resident · weights 8.0 MiB]
+[int8: on (avx2)]
+[Memory: 150 MiB resident]
 [Prefix cache: 3.0 MiB / 512 MiB]
 [Scratch: 1.0 MiB / 1.0 GiB]
 [Requests: 4 · p50 12 ms]
@@ -171,6 +175,7 @@ Switch Model ▸
       [big]
     ---
     Open Models Folder…
+✓ [Use int8]
 ---
   Start at Login
 Restart Daemon
@@ -186,7 +191,7 @@ Quit StartLux
 [Loading /m/big… 75%]
 [Backend: cpu]
 [int8: off]
-[Memory: 150 MiB resident · weights 8.0 MiB]
+[Memory: 150 MiB resident]
 [Prefix cache: 3.0 MiB / 512 MiB]
 [Scratch: 1.0 MiB / 1.0 GiB]
 [Requests: 4 · p50 12 ms]
@@ -203,6 +208,7 @@ Switch Model ▸
       big
     ---
     Open Models Folder…
+  Use int8
 ---
   Start at Login
 Restart Daemon
@@ -226,6 +232,7 @@ Switch Model ▸
       big
     ---
     Open Models Folder…
+  Use int8
 ---
   Start at Login
 Restart Daemon
@@ -241,7 +248,7 @@ Quit StartLux
 [Model: demo]
 [Backend: cpu]
 [int8: off]
-[Memory: 150 MiB resident · weights 8.0 MiB]
+[Memory: 150 MiB resident]
 [Prefix cache: 3.0 MiB / 512 MiB]
 [Scratch: 1.0 MiB / 1.0 GiB]
 [⚠ the model leaves 0.4 GB of the machine's memory free]
@@ -259,6 +266,7 @@ Switch Model ▸
       big
     ---
     Open Models Folder…
+  Use int8
 ---
   Start at Login
 Restart Daemon
@@ -282,6 +290,40 @@ Switch Model ▸
       big
     ---
     Open Models Folder…
+  [Use int8]
+---
+  Start at Login
+Restart Daemon
+---
+Quit StartLux
+`},
+		{"int8 unavailable", MenuState{Status: func() api.Status {
+			s := ready
+			s.Model.Int8Unavailable, s.Model.WeightBytes = "backend metal has no int8 matrix products", 3<<20
+			return s
+		}(), Models: models}, `
+[Model: demo]
+[Backend: cpu]
+[int8: unavailable — backend metal has no int8 matrix products]
+[Weights: 3.0 MiB]
+[Memory: 150 MiB resident]
+[Prefix cache: 3.0 MiB / 512 MiB]
+[Scratch: 1.0 MiB / 1.0 GiB]
+[Requests: 4 · p50 12 ms]
+---
+Unload Model
+Unload When Idle ▸
+      After 5 Minutes
+    ✓ After 30 Minutes
+      After 2 Hours
+      Never
+---
+Switch Model ▸
+    ✓ demo
+      big
+    ---
+    Open Models Folder…
+  Use int8
 ---
   Start at Login
 Restart Daemon
@@ -304,6 +346,7 @@ Switch Model ▸
       big
     ---
     Open Models Folder…
+  Use int8
 ---
   Start at Login
 Restart Daemon

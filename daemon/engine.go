@@ -3,12 +3,14 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/startlux/startlux"
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/internal/bufpool"
+	"github.com/startlux/startlux/model"
 	"github.com/startlux/startlux/tensor"
 )
 
@@ -116,16 +118,18 @@ func (lo LoaderOptions) decideOptions(progress func(done, total int64)) decide.O
 // configuration and tensor headers (decide.Estimate), plus the scratch
 // pool's limit.
 func DecideEstimator(lo LoaderOptions) Estimator {
-	return func(ctx context.Context, dir string) (Footprint, error) {
+	return func(ctx context.Context, dir string, useInt8 bool) (Footprint, error) {
 		if err := ctx.Err(); err != nil {
 			return Footprint{}, err
 		}
+		opts := lo.decideOptions(nil)
+		opts.Int8 = useInt8
 		var f decide.Footprint
 		var err error
 		if dir == "" {
-			f, err = decide.EstimateFS(startlux.DemoModel(), DemoPath, lo.decideOptions(nil), false)
+			f, err = decide.EstimateFS(startlux.DemoModel(), DemoPath, opts, useInt8)
 		} else {
-			f, err = decide.Estimate(dir, lo.decideOptions(nil), false)
+			f, err = decide.Estimate(dir, opts, useInt8)
 		}
 		if err != nil {
 			return Footprint{}, err
@@ -137,7 +141,7 @@ func DecideEstimator(lo LoaderOptions) Estimator {
 // DecideLoader returns the [Loader] of real models: decide engines, on the
 // embedded demo checkpoint for dir "".
 func DecideLoader(lo LoaderOptions) Loader {
-	return func(ctx context.Context, dir string, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
+	return func(ctx context.Context, dir string, useInt8 bool, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, api.ModelStatus{}, err
 		}
@@ -157,6 +161,7 @@ func DecideLoader(lo LoaderOptions) Loader {
 		}
 		setPoolLimit(be, lo.scratchLimit())
 		opts := lo.decideOptions(progress)
+		opts.Int8 = useInt8
 		var e *decide.Engine
 		if dir == "" {
 			e, err = decide.OpenFS(startlux.DemoModel(), DemoPath, be, opts)
@@ -167,6 +172,11 @@ func DecideLoader(lo LoaderOptions) Loader {
 			return nil, api.ModelStatus{}, err
 		}
 		info := e.Info()
-		return engine{e, be}, api.ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend}, nil
+		st := api.ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend,
+			Int8: info.Int8 != "", Int8Kernel: info.Int8, WeightBytes: info.WeightBytes}
+		if _, err := model.Int8Kernel(be); err != nil {
+			st.Int8Unavailable = strings.TrimPrefix(err.Error(), "int8: ")
+		}
+		return engine{e, be}, st, nil
 	}
 }

@@ -14,34 +14,36 @@ import (
 // errStopping is returned by loads that finish after Close began.
 var errStopping = errors.New("the daemon is shutting down")
 
-// load reads the checkpoint in dir ("" for the embedded demo), warms it up
-// and puts it in service in place of the current model, which finishes the
-// batches running on it and is then closed. While the first model loads,
-// status says loading, then warming; during a switch the old model keeps
-// serving. A failed switch leaves the old model in service.
+// load reads the checkpoint in dir ("" for the embedded demo), with int8
+// projections when useInt8 is set, warms it up and puts it in service in
+// place of the current model, which finishes the batches running on it and
+// is then closed; useInt8 becomes the setting of later loads that do not say.
+// While the first model loads, status says loading, then warming; during a
+// switch the old model keeps serving. A failed switch leaves the old model
+// (and its setting) in service.
 //
 // Before anything is read the fit check (fitCheck) holds what the model
 // will need against the machine's memory: a model that cannot fit is
 // refused; one that fits only without the current model has that model
 // released first (decisions wait meanwhile), and should its load fail, the
 // released model is loaded again.
-func (d *Daemon) load(dir string) error {
+func (d *Daemon) load(dir string, useInt8 bool) error {
 	d.loadMu.Lock()
 	defer d.loadMu.Unlock()
 	d.setProgress(&api.LoadProgress{Model: dir, Phase: api.StateLoading}, api.StateLoading)
-	plan, err := d.fitCheck(dir)
+	plan, err := d.fitCheck(dir, useInt8)
 	if err != nil {
 		return d.loadFailed(dir, err)
 	}
 	if !plan.release {
-		return d.loadModel(dir, plan)
+		return d.loadModel(dir, useInt8, plan)
 	}
 	prev, err := d.releaseForLoad(d.ctx, plan.why)
 	if err != nil {
 		d.clearNote()
 		return d.loadFailed(dir, err)
 	}
-	err = d.loadModel(dir, plan)
+	err = d.loadModel(dir, useInt8, plan)
 	d.clearNote()
 	if err == nil || d.ctx.Err() != nil {
 		return err
@@ -51,7 +53,7 @@ func (d *Daemon) load(dir string) error {
 	d.mu.Lock()
 	why := d.loadErr
 	d.mu.Unlock()
-	ferr := d.loadModel(prev.src, fitPlan{needs: prev.needs, warning: prev.warning})
+	ferr := d.loadModel(prev.src, prev.info.Int8, fitPlan{needs: prev.needs, warning: prev.warning})
 	d.mu.Lock()
 	d.loadErr = why
 	if ferr != nil {
@@ -70,12 +72,12 @@ func (d *Daemon) clearNote() {
 
 // loadModel is load after the fit check: it reads the checkpoint, warms it
 // up and puts it in service.
-func (d *Daemon) loadModel(dir string, plan fitPlan) error {
+func (d *Daemon) loadModel(dir string, useInt8 bool, plan fitPlan) error {
 	d.setProgress(&api.LoadProgress{Model: dir, Phase: api.StateLoading}, api.StateLoading)
 	var eng Engine
 	var info api.ModelStatus
 	err := safely("the loader", func() (err error) {
-		eng, info, err = d.opts.Load(d.ctx, dir, d.progressFunc())
+		eng, info, err = d.opts.Load(d.ctx, dir, useInt8, d.progressFunc())
 		return err
 	})
 	if err == nil && d.ctx.Err() != nil {
@@ -106,6 +108,7 @@ func (d *Daemon) loadModel(dir string, plan fitPlan) error {
 	}
 	d.cur = &loaded{eng: eng, info: info, src: dir, needs: plan.needs, warning: plan.warning, closed: make(chan struct{})}
 	d.state, d.loadErr, d.progress = api.StateReady, "", nil
+	d.int8 = useInt8
 	d.lastActive = time.Now()
 	d.changedLocked()
 	d.mu.Unlock()
@@ -114,7 +117,7 @@ func (d *Daemon) loadModel(dir string, plan fitPlan) error {
 		d.retire(old)
 	}
 	d.report(api.LoadProgress{Model: dir, Phase: api.StateReady})
-	d.opts.Logger.Info("model ready", "name", info.Name, "path", info.Path, "backend", info.Backend)
+	d.opts.Logger.Info("model ready", "name", info.Name, "path", info.Path, "backend", info.Backend, "int8", info.Int8Summary())
 	return nil
 }
 
@@ -229,16 +232,6 @@ func (d *Daemon) release(m *loaded) {
 	}
 }
 
-// warmUpRequests are common request shapes run after a load so the first
-// real requests do not pay for first-use costs: a lone yes/no question, a
-// score, a choice, and several questions on one piece of evidence.
-var warmUpRequests = []string{
-	`{"evidence":{"name":"Ada","age":36,"city":"London"},"questions":{"q":{"type":"noul","instructions":"Does Ada live in London?"}}}`,
-	`{"evidence":{"page":"Row 0: item 0, qty 3. Row 1: item 1, qty 0."},"questions":{"q":{"type":"score","instructions":"How much is on the page?","criteria":["empty","some","full"]}}}`,
-	`{"evidence":{"items":[{"name":"lamp","qty":2},{"name":"desk","qty":0}]},"questions":{"q":{"type":"choice","instructions":"Which item is out of stock?","criteria":{"lamp":"lamp","desk":"desk","chair":"chair","none":"none"}}}}`,
-	`{"evidence":{"store":"north","items":[{"name":"tape","qty":10},{"name":"fig","qty":9}]},"questions":{"a":{"type":"noul","instructions":"Is tape in stock?"},"b":{"type":"score","instructions":"How full is the store?","criteria":["empty","some","full"]},"c":{"type":"choice","instructions":"Which item has more?","criteria":{"tape":"tape","fig":"fig"}}}}`,
-}
-
 // warmUpPages are the page sizes, in rows, warmed up after the short
 // requests, each with one question and with three (a yes/no, a choice and
 // a score): the shapes of real requests, so the first of each does not pay
@@ -265,19 +258,13 @@ func warmUpPage(rows int, three bool) string {
 	return b.String()
 }
 
-// warmUp runs the short warm-up requests one at a time, then all together,
+// warmUp runs the short warm-up requests (decide.WarmUpRequests, which
+// int8 calibrates on) one at a time, then all together,
 // then the pages of warmUpPages with one question and with three, and
 // drops the prefix states they left (no real request shares their
 // evidence).
 func warmUp(ctx context.Context, eng Engine) error {
-	var reqs []*decide.Request
-	for i, js := range warmUpRequests {
-		r, err := decide.ParseJSON([]byte(js))
-		if err != nil {
-			return fmt.Errorf("warm-up request %d: %w", i, err)
-		}
-		reqs = append(reqs, r)
-	}
+	reqs := decide.WarmUpRequests()
 	// A model may refuse a shape (rows too long for it): that is no reason
 	// to refuse the model. Any other failure is.
 	failed := func(err error) bool { return err != nil && !decide.IsBadRequest(err) }

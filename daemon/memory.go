@@ -34,9 +34,9 @@ func (f Footprint) String() string {
 }
 
 // Estimator tells what loading the checkpoint in dir ("" for the embedded
-// demo) will hold, without loading it; [DecideEstimator] is the one of
+// demo), with int8 projections when useInt8 is set, will hold, without loading it; [DecideEstimator] is the one of
 // [DecideLoader]'s models.
-type Estimator func(ctx context.Context, dir string) (Footprint, error)
+type Estimator func(ctx context.Context, dir string, useInt8 bool) (Footprint, error)
 
 // Memory is what the machine has for the daemon.
 type Memory struct {
@@ -115,11 +115,11 @@ type fitPlan struct {
 // it, or is refused with both numbers. An estimate that fails does not
 // refuse the load (the loader reports what is wrong with the checkpoint);
 // it is said in the warning.
-func (d *Daemon) fitCheck(dir string) (fitPlan, error) {
+func (d *Daemon) fitCheck(dir string, useInt8 bool) (fitPlan, error) {
 	if d.opts.Estimate == nil {
 		return fitPlan{}, nil
 	}
-	fp, err := d.opts.Estimate(d.ctx, dir)
+	fp, err := d.opts.Estimate(d.ctx, dir, useInt8)
 	if err != nil {
 		return fitPlan{warning: fmt.Sprintf("the memory the model needs could not be told, so it was not checked: %v", err)}, nil
 	}

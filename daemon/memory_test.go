@@ -11,7 +11,6 @@ import (
 
 	"github.com/startlux/startlux"
 	"github.com/startlux/startlux/decide"
-	"github.com/startlux/startlux/ipc"
 )
 
 // fakeMachine is an injected memory size that a test changes as it goes.
@@ -34,18 +33,9 @@ func (m *fakeMachine) set(avail, gpu int64) {
 
 // fakeSizes is an Estimator over fixed footprints, by directory.
 func fakeSizes(needs map[string]int64) Estimator {
-	return func(ctx context.Context, dir string) (Footprint, error) {
+	return func(ctx context.Context, dir string, useInt8 bool) (Footprint, error) {
 		return Footprint{Weights: needs[dir] / 2, Pass: needs[dir] / 4, Cache: needs[dir] / 8, Scratch: needs[dir] - needs[dir]/2 - needs[dir]/4 - needs[dir]/8}, nil
 	}
-}
-
-func status(t *testing.T, c *ipc.Client) api.Status {
-	t.Helper()
-	var st api.Status
-	if err := c.Call(context.Background(), api.MethodStatus, nil, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st
 }
 
 // TestFitCheck holds loads to an injected memory size: a model that cannot

@@ -54,9 +54,9 @@ func (d *Daemon) reloadLocked() {
 	d.reloading = true
 	d.state = api.StateLoading
 	d.changedLocked()
-	dir := d.unloaded.src
+	dir, useInt8 := d.unloaded.src, d.int8
 	go func() {
-		if err := d.load(dir); err != nil {
+		if err := d.load(dir, useInt8); err != nil {
 			d.opts.Logger.Error("loading the model again failed", "model", dir, "err", err)
 		}
 		d.mu.Lock()

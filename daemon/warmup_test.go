@@ -58,7 +58,7 @@ func TestWarmUpShapes(t *testing.T) {
 	for _, r := range rec.reqs {
 		got = append(got, pageShape(t, r))
 	}
-	short := 2 * len(warmUpRequests) // alone, then together
+	short := 2 * len(decide.WarmUpRequests()) // alone, then together
 	want := []string{
 		"rows 4: noul", "rows 4: noul choice score",
 		"rows 40: noul", "rows 40: noul choice score",
@@ -78,7 +78,7 @@ func TestWarmUpShapes(t *testing.T) {
 // page (warm-up skips a shape a model refuses, so a refused one would warm
 // nothing), and that warm-up leaves no prefix state behind.
 func TestWarmUpPagesFitTheDemo(t *testing.T) {
-	eng, _, err := DecideLoader(LoaderOptions{})(context.Background(), "", func(done, total int64) {})
+	eng, _, err := DecideLoader(LoaderOptions{})(context.Background(), "", false, func(done, total int64) {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func BenchmarkFirstPageAfterReady(b *testing.B) {
 			for i := range b.N {
 				b.StopTimer()
 				ctx := context.Background()
-				eng, _, err := DecideLoader(LoaderOptions{})(ctx, "", func(done, total int64) {}) // the CPU backend
+				eng, _, err := DecideLoader(LoaderOptions{})(ctx, "", false, func(done, total int64) {}) // the CPU backend
 				if err != nil {
 					b.Fatal(err)
 				}

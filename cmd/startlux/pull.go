@@ -96,7 +96,7 @@ func runPull(ctx context.Context, env *cmdEnv, args []string) error {
 // limits against what the machine has now: the fit check a load of it
 // makes, told before anyone asks for the load.
 func pullFitNote(ctx context.Context, w io.Writer, dir string, mem daemon.Memory) {
-	fp, err := daemon.DecideEstimator(daemon.LoaderOptions{})(ctx, dir)
+	fp, err := daemon.DecideEstimator(daemon.LoaderOptions{})(ctx, dir, false)
 	if err != nil {
 		fmt.Fprintf(w, "note: what the model needs in memory could not be told: %v\n", err)
 		return

@@ -316,7 +316,7 @@ func TestPullFitNote(t *testing.T) {
 	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "..", "testdata", "demo-decision"))); err != nil {
 		t.Fatal(err)
 	}
-	fp, err := daemon.DecideEstimator(daemon.LoaderOptions{})(context.Background(), dir)
+	fp, err := daemon.DecideEstimator(daemon.LoaderOptions{})(context.Background(), dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}

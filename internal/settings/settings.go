@@ -25,6 +25,10 @@ type Settings struct {
 	// IdleUnload is how long the daemon waits without a decision before it
 	// unloads the model, a Go duration ("30m0s"; "0s": never).
 	IdleUnload string `json:"idle_unload,omitempty"`
+	// Int8 is the menu's "Use int8": every model the app loads (a switch,
+	// or the daemon's model when the app finds it served the other way)
+	// runs its large projections as int8 products.
+	Int8 bool `json:"int8,omitempty"`
 }
 
 // IdleUnloadDuration returns the idle-unload setting, and whether there is

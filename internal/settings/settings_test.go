@@ -34,12 +34,35 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestSettingsApart checks that changing one setting keeps the other: the
+// menu's "Use int8" and "Unload When Idle" share the file.
+func TestSettingsApart(t *testing.T) {
+	p := filepath.Join(t.TempDir(), File)
+	if err := Update(p, func(s *Settings) { s.SetIdleUnload(5 * time.Minute) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := Update(p, func(s *Settings) { s.Int8 = true }); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Load(p)
+	if d, ok, _ := s.IdleUnloadDuration(); err != nil || !s.Int8 || !ok || d != 5*time.Minute {
+		t.Errorf("after setting idle unload, then int8: %+v, %v", s, err)
+	}
+	if err := Update(p, func(s *Settings) { s.SetIdleUnload(0) }); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Load(p); err != nil || !s.Int8 || s.IdleUnload != "0s" {
+		t.Errorf("after setting idle unload to never: %+v, %v", s, err)
+	}
+}
+
 func TestBadFile(t *testing.T) {
 	dir := t.TempDir()
 	for _, tc := range []struct{ body, want string }{
 		{`{"idle_unload": "soon"}`, `idle_unload "soon"`},
 		{`{"idle_unload": "-5m"}`, `idle_unload "-5m"`},
 		{`not json`, "invalid character"},
+		{`{"int8": "yes"}`, "int8"},
 	} {
 		p := filepath.Join(dir, File)
 		os.WriteFile(p, []byte(tc.body), 0o600)
