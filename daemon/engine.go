@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/startlux/startlux"
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/tensor"
@@ -57,9 +58,9 @@ type LoaderOptions struct {
 // DecideLoader returns the [Loader] of real models: decide engines, on the
 // embedded demo checkpoint for dir "".
 func DecideLoader(lo LoaderOptions) Loader {
-	return func(ctx context.Context, dir string, progress func(done, total int64)) (Engine, ModelStatus, error) {
+	return func(ctx context.Context, dir string, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
 		if err := ctx.Err(); err != nil {
-			return nil, ModelStatus{}, err
+			return nil, api.ModelStatus{}, err
 		}
 		newBackend := lo.Backend
 		if newBackend == nil {
@@ -67,12 +68,12 @@ func DecideLoader(lo LoaderOptions) Loader {
 		}
 		be, err := newBackend()
 		if err != nil {
-			return nil, ModelStatus{}, fmt.Errorf("backend: %w", err)
+			return nil, api.ModelStatus{}, fmt.Errorf("backend: %w", err)
 		}
 		if w, ok := be.(tensor.WarmUpper); ok {
 			// Compile the backend's kernels before any decision waits on them.
 			if err := w.WarmUp(ctx); err != nil {
-				return nil, ModelStatus{}, fmt.Errorf("backend %s: warm up: %w", be.Name(), err)
+				return nil, api.ModelStatus{}, fmt.Errorf("backend %s: warm up: %w", be.Name(), err)
 			}
 		}
 		opts := decide.Options{CacheLimit: lo.CacheLimit, Progress: progress, Limits: lo.Limits}
@@ -83,9 +84,9 @@ func DecideLoader(lo LoaderOptions) Loader {
 			e, err = decide.Open(dir, be, opts)
 		}
 		if err != nil {
-			return nil, ModelStatus{}, err
+			return nil, api.ModelStatus{}, err
 		}
 		info := e.Info()
-		return engine{e}, ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend}, nil
+		return engine{e}, api.ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend}, nil
 	}
 }
