@@ -80,6 +80,10 @@ type Options struct {
 	PassTokens int
 	// NoWarmup skips the warm-up requests run after each load.
 	NoWarmup bool
+	// MaxDeviceFaults is how many batches in a row may fail on the GPU
+	// (tensor.ErrDeviceFault) before the model is reloaded on the loader's
+	// fallback backend (default DefaultMaxDeviceFaults).
+	MaxDeviceFaults int
 	// Progress, if set, is told about load progress (for terminals).
 	Progress func(LoadProgress)
 	// Logger receives events; nil discards them.
@@ -129,6 +133,7 @@ type Daemon struct {
 	stopping     bool
 	lastFree     time.Time // the last debug.FreeOSMemory
 	freeLater    bool      // one is scheduled
+	faults       faultCount
 
 	loadMu  sync.Mutex     // one load at a time
 	running sync.WaitGroup // batches being answered
@@ -167,6 +172,9 @@ func New(opts Options) *Daemon {
 	}
 	if opts.PassTokens <= 0 {
 		opts.PassTokens = DefaultPassTokens
+	}
+	if opts.MaxDeviceFaults <= 0 {
+		opts.MaxDeviceFaults = DefaultMaxDeviceFaults
 	}
 	if opts.ModelsDir == "" {
 		opts.ModelsDir, _ = ModelsDir()

@@ -20,7 +20,11 @@ var errStopping = errors.New("the daemon is shutting down")
 func (d *Daemon) load(dir string) error {
 	d.loadMu.Lock()
 	defer d.loadMu.Unlock()
+	return d.loadLocked(dir)
+}
 
+// loadLocked is load with d.loadMu held.
+func (d *Daemon) loadLocked(dir string) error {
 	d.setProgress(&LoadProgress{Model: dir, Phase: StateLoading}, StateLoading)
 	var eng Engine
 	var info ModelStatus
@@ -39,6 +43,9 @@ func (d *Daemon) load(dir string) error {
 	if !d.opts.NoWarmup {
 		if werr := safely("warm-up", func() error { return warmUp(d.ctx, eng) }); werr != nil {
 			eng.Close()
+			if warmUpFault(eng, werr) {
+				return d.loadLocked(dir) // on the fallback backend
+			}
 			return d.loadFailed(dir, fmt.Errorf("warm-up: %w", werr))
 		}
 	}

@@ -55,6 +55,9 @@ func printStatus(w io.Writer, st *daemon.Status) {
 			fmt.Fprintf(w, "model:     %s (%s)\n", st.Model.Name, st.Model.Path)
 		}
 		fmt.Fprintf(w, "backend:   %s, int8 matmuls %v\n", st.Model.Backend, st.Model.Int8)
+		if st.Model.BackendNote != "" {
+			fmt.Fprintf(w, "note:      %s\n", st.Model.BackendNote)
+		}
 	}
 	if p := st.Progress; p != nil {
 		pct := 0.0

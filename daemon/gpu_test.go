@@ -1,0 +1,306 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/startlux/startlux/cpu"
+	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/gpucheck"
+	"github.com/startlux/startlux/internal/testenv"
+	"github.com/startlux/startlux/ipc"
+	"github.com/startlux/startlux/metal"
+	"github.com/startlux/startlux/tensor"
+)
+
+// These tests run the GPU path through the kernel emulator (the metal-emu
+// backend), with faults injected by the test option metal.Options.Faults: an
+// option field rather than a flag or an environment variable, because the
+// test makes the backend itself (LoaderOptions.Backend), so nothing a user
+// can set reaches it (startlux serve has no way to pass it, and metal.New
+// refuses it). The demo model's pass of the GPU check is left out
+// (LoaderOptions.Check.NoModel): under the emulator it takes half a minute.
+
+// emuLoader returns LoaderOptions on the emulated Metal backend with faults
+// f, falling back to the CPU backend when fallback is set.
+func emuLoader(t *testing.T, f *metal.Faults, fallback bool) LoaderOptions {
+	t.Helper()
+	if _, err := metal.NewEmulated(metal.Options{}); errors.Is(err, metal.ErrNoCompiler) {
+		testenv.Missing(t, "%v", err)
+	}
+	lo := LoaderOptions{
+		Backend: func() (tensor.Backend, error) { return metal.NewEmulated(metal.Options{Faults: f}) },
+		Check:   gpucheck.Options{NoModel: true},
+	}
+	if fallback {
+		lo.Fallback = func() (tensor.Backend, error) { return cpu.New(cpu.Options{}) }
+	}
+	return lo
+}
+
+// waitStatus polls the daemon's status until cond holds (loads on the
+// emulator take seconds) and returns it.
+func waitStatus(t *testing.T, c *ipc.Client, cond func(st Status) bool) Status {
+	t.Helper()
+	var st Status
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		if err := c.Call(context.Background(), MethodStatus, nil, &st); err != nil {
+			t.Fatal(err)
+		}
+		if cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status not reached in 2 minutes: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitSettled waits until the daemon is ready or failed and returns its
+// status.
+func waitSettled(t *testing.T, c *ipc.Client) Status {
+	t.Helper()
+	return waitStatus(t, c, func(st Status) bool { return st.State == StateReady || st.State == StateFailed })
+}
+
+// checkDemoAnswers asks the daemon the first two golden requests and holds
+// the answers to the goldens (made by transformers on the CPU, fp32) and to
+// the CPU backend's own answers in-process.
+func checkDemoAnswers(t *testing.T, c *ipc.Client) {
+	t.Helper()
+	cases := loadGoldens(t)[:2]
+	be, err := cpu.New(cpu.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lo LoaderOptions
+	ref, err := (&decideLoader{lo: lo}).openEngine("", be, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ref.Close()
+	for i := range cases {
+		var resp decide.Response
+		if err := c.Call(context.Background(), MethodDecide, params(t, string(cases[i].Request)), &resp); err != nil {
+			t.Fatalf("case %d: %v", i, err)
+		}
+		if err := checkGolden(&resp, &cases[i], 1e-4); err != nil {
+			t.Errorf("case %d against the goldens: %v", i, err)
+		}
+		r, err := decide.ParseJSON(cases[i].Request)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := ref.Decide(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sameAnswers(&resp, want, 1e-6); err != nil {
+			t.Errorf("case %d against the CPU backend: %v", i, err)
+		}
+	}
+}
+
+// TestGPUFallback runs one daemon (the embedded demo model, auto's
+// arrangement: the GPU with the CPU backend to fall back to) through what
+// the GPU check and the run-time faults do, reloading the model (the load
+// method) after changing the faults: a poisoned kernel leaves the daemon
+// serving right answers on the CPU backend with the reason in status; with
+// the faults cleared it serves on the GPU; command buffers failing then
+// fail requests with internal, and after MaxDeviceFaults of them the model
+// moves to the CPU backend with the note, and answers right again. (Each
+// load on the emulator takes several seconds: the checkpoint's preamble
+// runs there. The check's other failures, a failed command buffer and a
+// check past its bound, take the same path here; package gpucheck's tests
+// show each one found.)
+func TestGPUFallback(t *testing.T) {
+	f := &metal.Faults{}
+	f.Set(metal.Fault{Kernel: "attention", Scale: 1.5})
+	path := startDaemon(t, Options{Load: DecideLoader(emuLoader(t, f, true)), ModelsDir: t.TempDir(), NoWarmup: true, MaxDeviceFaults: 2})
+	cl := dial(t, path)
+	ctx := context.Background()
+	onCPU := func(what, note string, st Status) {
+		t.Helper()
+		if st.State != StateReady || !strings.HasPrefix(st.Model.Backend, "cpu") || !strings.HasPrefix(st.Model.BackendNote, note) {
+			t.Fatalf("%s: state %s (%s), backend %q, note %q; want ready on the CPU with a note starting %q",
+				what, st.State, st.Error, st.Model.Backend, st.Model.BackendNote, note)
+		}
+	}
+	reload := func() Status {
+		t.Helper()
+		var st Status
+		if err := cl.Call(ctx, MethodLoad, LoadParams{Model: DemoName}, &st); err != nil {
+			t.Fatalf("load: %v", err)
+		}
+		return st
+	}
+
+	onCPU("a poisoned attention kernel", "Metal disabled: attention kernel differs from the CPU by 5.0e-01 at head ", waitSettled(t, cl))
+	checkDemoAnswers(t, cl)
+
+	f.Set()
+	if st := reload(); st.State != StateReady || st.Model.Backend != "metal-emu" || st.Model.BackendNote != "" {
+		t.Fatalf("with the faults cleared: state %s (%s), backend %q, note %q; want ready on metal-emu", st.State, st.Error, st.Model.Backend, st.Model.BackendNote)
+	}
+	f.Set(metal.Fault{Fail: true})
+	for i := range 2 {
+		var resp decide.Response
+		err := cl.Call(ctx, MethodDecide, params(t, request(i)), &resp)
+		perr, ok := errors.AsType[*ipc.Error](err)
+		if !ok || perr.Code != ipc.CodeInternal || !strings.Contains(perr.Message, "metal: command buffer failed: Internal Error") {
+			t.Fatalf("request %d on a faulting GPU: %v", i, err)
+		}
+	}
+	st := waitStatus(t, cl, func(st Status) bool { return strings.HasPrefix(st.Model.Backend, "cpu") })
+	onCPU("after two failed command buffers", "Metal disabled: 2 batches in a row failed on the GPU; the last: ", st)
+	if !strings.Contains(st.Model.BackendNote, "command buffer failed") || st.RequestsFailed != 2 {
+		t.Errorf("note %q, %d requests failed; want the command buffer's message and the 2 that faulted", st.Model.BackendNote, st.RequestsFailed)
+	}
+	checkDemoAnswers(t, cl)
+	// Metal stays off for later loads, whatever the GPU does now.
+	f.Set()
+	onCPU("a later load", "Metal disabled: 2 batches in a row failed on the GPU", reload())
+}
+
+// TestGPUFaultWhileOpening: a command buffer failing while the checkpoint
+// opens (its preamble's pass) moves the load to the CPU backend; named
+// explicitly (no fallback), the backend fails the load with the same
+// reason.
+func TestGPUFaultWhileOpening(t *testing.T) {
+	reason := "open demo-decision (embedded): preamble: prefill: metal: command buffer failed: Internal Error"
+	for _, fallback := range []bool{true, false} {
+		f := &metal.Faults{}
+		f.Set(metal.Fault{Kernel: "rmsnorm", Fail: true})
+		path := startDaemon(t, Options{Load: DecideLoader(emuLoader(t, f, fallback)), ModelsDir: t.TempDir(), NoWarmup: true})
+		cl := dial(t, path)
+		st := waitSettled(t, cl)
+		if fallback {
+			if st.State != StateReady || !strings.HasPrefix(st.Model.Backend, "cpu") || !strings.HasPrefix(st.Model.BackendNote, gpucheck.NotePrefix+reason) {
+				t.Errorf("with a fallback: state %s, backend %q, note %q", st.State, st.Model.Backend, st.Model.BackendNote)
+			}
+			checkDemoAnswers(t, cl)
+			continue
+		}
+		if want := "load the embedded demo model: " + reason; st.State != StateFailed || !strings.HasPrefix(st.Error, want) {
+			t.Errorf("named explicitly: state %s, error %q; want failed with %q", st.State, st.Error, want)
+		}
+		var resp decide.Response
+		err := cl.Call(context.Background(), MethodDecide, params(t, request(1)), &resp)
+		if perr, ok := errors.AsType[*ipc.Error](err); !ok || perr.Code != ipc.CodeModelLoadFailed || !strings.Contains(perr.Message, "command buffer failed") {
+			t.Errorf("a decision with no model: %v", err)
+		}
+	}
+}
+
+// faultyEngine is a fake engine whose batches fail with a device fault
+// while faulty is set, and which can (canFallBack) or cannot fall back.
+type faultyEngine struct {
+	*fakeEngine
+	mu          sync.Mutex // guards faulty and notes
+	faulty      bool
+	canFallBack bool
+	notes       []string
+}
+
+var errFakeFault = fmt.Errorf("fake GPU: %w", tensor.ErrDeviceFault)
+
+func (e *faultyEngine) Run(ctx context.Context, jobs []Job, turn decide.Turn, passTokens int) ([]*decide.Response, []error) {
+	e.mu.Lock()
+	faulty := e.faulty
+	e.mu.Unlock()
+	if !faulty {
+		return e.fakeEngine.Run(ctx, jobs, turn, passTokens)
+	}
+	errs := make([]error, len(jobs))
+	for i := range errs {
+		errs[i] = errFakeFault
+	}
+	return make([]*decide.Response, len(jobs)), errs
+}
+
+func (e *faultyEngine) FallBack(note string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.notes = append(e.notes, note)
+	return e.canFallBack
+}
+
+func (e *faultyEngine) set(faulty bool) {
+	e.mu.Lock()
+	e.faulty = faulty
+	e.mu.Unlock()
+}
+
+// TestDeviceFaultCount: faults count in a row (an answered batch starts the
+// count again); at the bound a model that can fall back is reloaded once,
+// one that cannot keeps serving with the note in its status.
+func TestDeviceFaultCount(t *testing.T) {
+	for _, canFallBack := range []bool{true, false} {
+		t.Run(fmt.Sprintf("fallback %v", canFallBack), func(t *testing.T) {
+			fl := newFakeLoader()
+			first := &faultyEngine{fakeEngine: fl.engine(""), canFallBack: canFallBack}
+			var mu sync.Mutex
+			loads := 0
+			load := func(ctx context.Context, dir string, progress func(done, total int64)) (Engine, ModelStatus, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				loads++
+				if loads == 1 {
+					return first, ModelStatus{Name: "demo", Backend: "gpu"}, nil
+				}
+				return &fakeEngine{tag: 9}, ModelStatus{Name: "demo", Backend: "cpu", BackendNote: "moved"}, nil
+			}
+			path := startDaemon(t, Options{Load: load, ModelsDir: t.TempDir(), MaxDeviceFaults: 3})
+			cl := dial(t, path)
+			waitSettled(t, cl)
+			ask := func(i int) error {
+				var resp decide.Response
+				return cl.Call(context.Background(), MethodDecide, params(t, request(i)), &resp)
+			}
+			first.set(true)
+			for i := range 2 {
+				if err := ask(i); err == nil || !strings.Contains(err.Error(), "fake GPU: device fault") {
+					t.Fatalf("faulting request %d: %v", i, err)
+				}
+			}
+			first.set(false)
+			if err := ask(5); err != nil {
+				t.Fatal(err)
+			}
+			first.set(true)
+			for i := range 3 {
+				ask(10 + i)
+			}
+			var st Status
+			waitFor(t, func() bool {
+				if err := cl.Call(context.Background(), MethodStatus, nil, &st); err != nil {
+					t.Fatal(err)
+				}
+				return st.Model.BackendNote != ""
+			})
+			first.mu.Lock()
+			notes := first.notes
+			first.mu.Unlock()
+			wantNote := "Metal disabled: 3 batches in a row failed on the GPU; the last: fake GPU: device fault"
+			if len(notes) != 1 || notes[0] != wantNote {
+				t.Errorf("FallBack called with %q, want once with %q", notes, wantNote)
+			}
+			if canFallBack {
+				if st.Model.Backend != "cpu" || st.Model.BackendNote != "moved" || loads != 2 {
+					t.Errorf("after the faults: %+v, %d loads", st.Model, loads)
+				}
+				return
+			}
+			if want := strings.TrimPrefix(wantNote, gpucheck.NotePrefix); st.Model.Backend != "gpu" || st.Model.BackendNote != want || loads != 1 {
+				t.Errorf("after the faults, nowhere to go: %+v, %d loads; want the note %q", st.Model, loads, want)
+			}
+		})
+	}
+}
