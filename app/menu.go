@@ -126,6 +126,11 @@ func BuildMenu(s MenuState) Menu {
 			info("%s", line)
 		}
 		info("Backend: %s", orDash(st.Model.Backend))
+		if st.Model.BackendNote != "" {
+			// Why the model is not on the GPU (or what goes wrong there);
+			// startlux status gives it whole.
+			info("⚠ %s", truncate(st.Model.BackendNote, 100))
+		}
 		info("int8: %s", onOff(st.Model.Int8))
 		info("Prefix cache: %s / %s", FormatBytes(st.SnapshotBytes), FormatBytes(st.SnapshotLimit))
 		line := fmt.Sprintf("Requests: %d", st.RequestsServed)
