@@ -37,6 +37,21 @@ func (r Report) WriteText(w io.Writer) error {
 	line("  emulator", m.Emulator, "%s", okText(m.Emulator, "the kernels build under clang-19"))
 	line("blas", r.BLAS.Check, "%s, sgemm %s: %.1f GFLOP/s", r.BLAS.Library, r.BLAS.Shape, r.BLAS.GFLOPS)
 	line("int8", r.Int8.Check, "%s", r.Int8.Kernel)
+	sc := r.SelfCheck
+	line("self-check", sc.Check, "%s", sc.summary())
+	sub := func(name string, c Check, what string) {
+		if c.Status != OK {
+			what = c.Reason
+		}
+		fmt.Fprintf(&b, "  %-20s %-7s %s\n", name, c.Status, what)
+	}
+	for _, f := range sc.Families {
+		sub(f.Name, f.Check, fmt.Sprintf("%.1e (tol %.0e) at %s", f.MaxRel, f.Tol, f.Where))
+	}
+	if sc.On != "" {
+		m := sc.Model
+		sub("demo model", m.Check, fmt.Sprintf("%d rows, letter logits %.1e (tol %.0e) at %s", m.Rows, m.MaxRel, m.Tol, m.Where))
+	}
 	so := r.Socket
 	dir := "directory not made yet"
 	if so.DirExists {
