@@ -1,3 +1,8 @@
+//go:build !mactest
+
+// The tests of the GPU path through the emulator; with -tags mactest
+// (./build.sh mac-test, the GPU under test) gpu_mac_test.go runs instead.
+
 package daemon
 
 import (
@@ -7,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
@@ -41,71 +45,6 @@ func emuLoader(t *testing.T, f *metal.Faults, fallback bool) LoaderOptions {
 		lo.Fallback = func() (tensor.Backend, error) { return cpu.New(cpu.Options{}) }
 	}
 	return lo
-}
-
-// waitStatus polls the daemon's status until cond holds (loads on the
-// emulator take seconds) and returns it.
-func waitStatus(t *testing.T, c *ipc.Client, cond func(st Status) bool) Status {
-	t.Helper()
-	var st Status
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		if err := c.Call(context.Background(), MethodStatus, nil, &st); err != nil {
-			t.Fatal(err)
-		}
-		if cond(st) {
-			return st
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("status not reached in 2 minutes: %+v", st)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// waitSettled waits until the daemon is ready or failed and returns its
-// status.
-func waitSettled(t *testing.T, c *ipc.Client) Status {
-	t.Helper()
-	return waitStatus(t, c, func(st Status) bool { return st.State == StateReady || st.State == StateFailed })
-}
-
-// checkDemoAnswers asks the daemon the first two golden requests and holds
-// the answers to the goldens (made by transformers on the CPU, fp32) and to
-// the CPU backend's own answers in-process.
-func checkDemoAnswers(t *testing.T, c *ipc.Client) {
-	t.Helper()
-	cases := loadGoldens(t)[:2]
-	be, err := cpu.New(cpu.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var lo LoaderOptions
-	ref, err := (&decideLoader{lo: lo}).openEngine("", be, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ref.Close()
-	for i := range cases {
-		var resp decide.Response
-		if err := c.Call(context.Background(), MethodDecide, params(t, string(cases[i].Request)), &resp); err != nil {
-			t.Fatalf("case %d: %v", i, err)
-		}
-		if err := checkGolden(&resp, &cases[i], 1e-4); err != nil {
-			t.Errorf("case %d against the goldens: %v", i, err)
-		}
-		r, err := decide.ParseJSON(cases[i].Request)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := ref.Decide(context.Background(), r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sameAnswers(&resp, want, 1e-6); err != nil {
-			t.Errorf("case %d against the CPU backend: %v", i, err)
-		}
-	}
 }
 
 // TestGPUFallback runs one daemon (the embedded demo model, auto's
