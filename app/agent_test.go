@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/internal/objcrt"
 )
 
@@ -181,7 +182,7 @@ func TestNotSignedMenu(t *testing.T) {
 	sys := &fakeSystem{notice: NotSignedNotice, loginErr: errNotSigned}
 	sys.onStart = func() {
 		d.mu.Lock()
-		d.err, d.status = nil, Status{State: StateReady, Model: ModelStatus{Name: "demo", Backend: "cpu"}}
+		d.err, d.status = nil, api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "demo", Backend: "cpu"}}
 		d.mu.Unlock()
 	}
 	c := New(d, sys, Options{})

@@ -9,25 +9,27 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/startlux/startlux/api"
 )
 
 // fakeDaemon is a Daemon whose answers the test sets.
 type fakeDaemon struct {
 	mu     sync.Mutex
-	status Status
+	status api.Status
 	err    error
-	models []ModelEntry
+	models []api.ModelEntry
 	loads  []string
 	loadFn func(name string) error
 }
 
-func (f *fakeDaemon) Status(ctx context.Context) (Status, error) {
+func (f *fakeDaemon) Status(ctx context.Context) (api.Status, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.status, f.err
 }
 
-func (f *fakeDaemon) Models(ctx context.Context) ([]ModelEntry, error) {
+func (f *fakeDaemon) Models(ctx context.Context) ([]api.ModelEntry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.models), f.err
@@ -107,8 +109,8 @@ func (f *fakeSystem) Calls() []string {
 func TestControllerActions(t *testing.T) {
 	ctx := context.Background()
 	d := &fakeDaemon{
-		status: Status{State: StateReady, Model: ModelStatus{Name: "demo"}},
-		models: []ModelEntry{{Name: "demo", Current: true}, {Name: "other"}},
+		status: api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "demo"}},
+		models: []api.ModelEntry{{Name: "demo", Current: true}, {Name: "other"}},
 	}
 	sys := &fakeSystem{}
 	quit := false
@@ -140,7 +142,7 @@ func TestControllerActions(t *testing.T) {
 		}
 		d.mu.Lock()
 		d.status.Model.Name = name
-		d.models = []ModelEntry{{Name: "demo"}, {Name: "other", Current: true}}
+		d.models = []api.ModelEntry{{Name: "demo"}, {Name: "other", Current: true}}
 		d.mu.Unlock()
 		return nil
 	}
@@ -201,7 +203,7 @@ func TestControllerStartsDownDaemon(t *testing.T) {
 	sys.onStart = func() {
 		d.mu.Lock()
 		d.err = nil
-		d.status = Status{State: StateWarming, Model: ModelStatus{Name: "demo"}}
+		d.status = api.Status{State: api.StateWarming, Model: api.ModelStatus{Name: "demo"}}
 		d.mu.Unlock()
 	}
 	c := New(d, sys, Options{Interval: 10 * time.Millisecond})

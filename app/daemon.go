@@ -6,37 +6,17 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/ipc"
 )
-
-// The daemon's states, as its status method reports them.
-const (
-	StateLoading = ipc.StateLoading
-	StateWarming = ipc.StateWarming
-	StateReady   = ipc.StateReady
-	StateFailed  = ipc.StateFailed
-)
-
-// Status is the daemon's status result (the wire type of package ipc, so the
-// app does not link the inference engine).
-type Status = ipc.Status
-
-// ModelStatus describes the model the daemon serves.
-type ModelStatus = ipc.ModelStatus
-
-// LoadProgress reports a model load under way.
-type LoadProgress = ipc.LoadProgress
-
-// ModelEntry is one checkpoint the daemon can switch to.
-type ModelEntry = ipc.ModelEntry
 
 // Daemon is what the controller asks of the daemon.
 type Daemon interface {
 	// Status returns the daemon's status; an error means it could not be
 	// reached.
-	Status(ctx context.Context) (Status, error)
+	Status(ctx context.Context) (api.Status, error)
 	// Models lists the checkpoints the daemon can load.
-	Models(ctx context.Context) ([]ModelEntry, error)
+	Models(ctx context.Context) ([]api.ModelEntry, error)
 	// Load switches the daemon to the named model and returns once it
 	// serves it (or the switch failed).
 	Load(ctx context.Context, name string) error
@@ -81,7 +61,7 @@ func (d *IPCDaemon) call(ctx context.Context, method string, params, result any)
 		d.mu.Unlock()
 	}
 	err := cl.Call(ctx, method, params, result)
-	var perr *ipc.Error
+	var perr *api.Error
 	if err != nil && !errors.As(err, &perr) && ctx.Err() == nil {
 		// The connection failed (the daemon went away): drop it so the
 		// next call dials again.
@@ -96,18 +76,18 @@ func (d *IPCDaemon) call(ctx context.Context, method string, params, result any)
 }
 
 // Status implements [Daemon].
-func (d *IPCDaemon) Status(ctx context.Context) (Status, error) {
-	var s Status
-	if err := d.call(ctx, "status", nil, &s); err != nil {
-		return Status{}, fmt.Errorf("daemon status: %w", err)
+func (d *IPCDaemon) Status(ctx context.Context) (api.Status, error) {
+	var s api.Status
+	if err := d.call(ctx, api.MethodStatus, nil, &s); err != nil {
+		return api.Status{}, fmt.Errorf("daemon status: %w", err)
 	}
 	return s, nil
 }
 
 // Models implements [Daemon].
-func (d *IPCDaemon) Models(ctx context.Context) ([]ModelEntry, error) {
-	var list []ModelEntry
-	if err := d.call(ctx, "models", nil, &list); err != nil {
+func (d *IPCDaemon) Models(ctx context.Context) ([]api.ModelEntry, error) {
+	var list []api.ModelEntry
+	if err := d.call(ctx, api.MethodModels, nil, &list); err != nil {
 		return nil, fmt.Errorf("daemon models: %w", err)
 	}
 	return list, nil
@@ -115,7 +95,7 @@ func (d *IPCDaemon) Models(ctx context.Context) ([]ModelEntry, error) {
 
 // Load implements [Daemon].
 func (d *IPCDaemon) Load(ctx context.Context, name string) error {
-	if err := d.call(ctx, "load", map[string]string{"model": name}, nil); err != nil {
+	if err := d.call(ctx, api.MethodLoad, api.LoadParams{Model: name}, nil); err != nil {
 		return fmt.Errorf("switch to model %s: %w", name, err)
 	}
 	return nil

@@ -10,27 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/internal/testenv"
 	"github.com/startlux/startlux/ipc"
 )
-
-func TestModelsDirMatchesDaemon(t *testing.T) {
-	for _, xdg := range []string{"", "/data/xdg", "relative/ignored"} {
-		t.Setenv("XDG_DATA_HOME", xdg)
-		got, err := ModelsDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := daemon.ModelsDir()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got != want {
-			t.Errorf("XDG_DATA_HOME=%q: app's models folder %s, daemon's %s", xdg, got, want)
-		}
-	}
-}
 
 // buildDaemon builds cmd/startlux into dir.
 func buildDaemon(t *testing.T, dir string) string {
@@ -87,7 +70,7 @@ func TestControllerWithRealDaemon(t *testing.T) {
 	bin := buildDaemon(t, dir)
 	data := filepath.Join(dir, "data")
 	t.Setenv("XDG_DATA_HOME", data) // the child daemon inherits it
-	models, err := ModelsDir()
+	models, err := api.ModelsDir()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +115,7 @@ func TestControllerWithRealDaemon(t *testing.T) {
 	if err := c.Handle(ctx, ActionStart); err != nil {
 		t.Fatal(err)
 	}
-	st, txt := waitFor("daemon ready", func(s MenuState, _ string) bool { return s.StatusErr == nil && s.Status.State == StateReady })
+	st, txt := waitFor("daemon ready", func(s MenuState, _ string) bool { return s.StatusErr == nil && s.Status.State == api.StateReady })
 	name := st.Status.Model.Name
 	if name == "" {
 		t.Fatalf("status names no model: %+v", st.Status)
@@ -160,7 +143,7 @@ func TestControllerWithRealDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	if err := cl.Call(ctx, "decide", longRequest(), nil); err != nil {
+	if err := cl.Call(ctx, api.MethodDecide, longRequest(), nil); err != nil {
 		t.Fatalf("decide: %v", err)
 	}
 	st, txt = waitFor("cache grew", func(s MenuState, _ string) bool { return s.Status.SnapshotBytes != before })
@@ -176,7 +159,7 @@ func TestControllerWithRealDaemon(t *testing.T) {
 		t.Fatalf("switch to other: %v", err)
 	}
 	st, txt = waitFor("switched", func(s MenuState, _ string) bool {
-		return s.Status.State == StateReady && strings.HasSuffix(s.Status.Model.Path, string(filepath.Separator)+"other")
+		return s.Status.State == api.StateReady && strings.HasSuffix(s.Status.Model.Path, string(filepath.Separator)+"other")
 	})
 	if !strings.Contains(txt, "✓ other") || strings.Contains(txt, "✓ demo") {
 		t.Errorf("menu after the switch:\n%s", txt)
@@ -188,7 +171,7 @@ func TestControllerWithRealDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor("restarted", func(s MenuState, _ string) bool {
-		return s.StatusErr == nil && s.Status.PID != pid && s.Status.State == StateReady
+		return s.StatusErr == nil && s.Status.PID != pid && s.Status.State == api.StateReady
 	})
 
 	// Stopped: the menu says so and offers to start it.

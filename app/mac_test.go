@@ -16,6 +16,7 @@ import (
 
 	"github.com/ebitengine/purego/objc"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/internal/objcrt"
 )
 
@@ -125,8 +126,8 @@ func TestMacTrayMenu(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &fakeDaemon{
-		status: Status{State: StateReady, Model: ModelStatus{Name: "demo", Backend: "metal"}, RequestsServed: 3},
-		models: []ModelEntry{{Name: "demo", Current: true}, {Name: "other"}},
+		status: api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "demo", Backend: "metal"}, RequestsServed: 3},
+		models: []api.ModelEntry{{Name: "demo", Current: true}, {Name: "other"}},
 	}
 	sys := &fakeSystem{}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -3,6 +3,8 @@ package app
 import (
 	"fmt"
 	"strings"
+
+	"github.com/startlux/startlux/api"
 )
 
 // Item is one entry of the tray menu. Views render it; they never decide
@@ -48,10 +50,10 @@ func UseAction(name string) string { return ActionUse + ":" + name }
 type MenuState struct {
 	// Status is the daemon's status; StatusErr says why it could not be
 	// read (the daemon is not running).
-	Status    Status
+	Status    api.Status
 	StatusErr error
 	// Models lists what the daemon can load (nil when unknown).
-	Models []ModelEntry
+	Models []api.ModelEntry
 	// Starting is true while the app is starting the daemon.
 	Starting bool
 	// Switching names the model a switch is under way to ("" when none).
@@ -88,18 +90,18 @@ func BuildMenu(s MenuState) Menu {
 		info("Daemon not running")
 		items = append(items, Item{Action: ActionStart, Title: "Start Daemon", Enabled: true})
 		tooltip = "StartLux: daemon not running"
-	case st.State == StateLoading || st.State == StateWarming:
+	case st.State == api.StateLoading || st.State == api.StateWarming:
 		what := "Loading"
-		if st.State == StateWarming {
+		if st.State == api.StateWarming {
 			what = "Warming up"
 		}
 		line := fmt.Sprintf("Daemon %s %s…", strings.ToLower(what), modelLabel(st))
-		if p := st.Progress; p != nil && p.Total > 0 && st.State == StateLoading {
+		if p := st.Progress; p != nil && p.Total > 0 && st.State == api.StateLoading {
 			line += fmt.Sprintf(" %d%%", p.Done*100/p.Total)
 		}
 		info("%s", line)
 		tooltip = "StartLux: " + strings.ToLower(what)
-	case st.State == StateFailed:
+	case st.State == api.StateFailed:
 		info("Model failed to load")
 		if st.Error != "" {
 			info("%s", truncate(st.Error, 80))
@@ -108,7 +110,7 @@ func BuildMenu(s MenuState) Menu {
 	default:
 		tooltip = fmt.Sprintf("StartLux: %s", modelLabel(st))
 	}
-	if up && st.State != StateFailed && st.State != StateLoading {
+	if up && st.State != api.StateFailed && st.State != api.StateLoading {
 		info("Model: %s", modelLabel(st))
 		if s.Switching != "" {
 			info("Switching to %s…", s.Switching)
@@ -120,7 +122,7 @@ func BuildMenu(s MenuState) Menu {
 				name = "the demo model" // the embedded checkpoint has no path
 			}
 			line := fmt.Sprintf("Loading %s…", name)
-			if p.Total > 0 && p.Phase != StateWarming {
+			if p.Total > 0 && p.Phase != api.StateWarming {
 				line += fmt.Sprintf(" %d%%", p.Done*100/p.Total)
 			}
 			info("%s", line)
@@ -176,7 +178,7 @@ func BuildMenu(s MenuState) Menu {
 	return Menu{Tooltip: tooltip, Items: items}
 }
 
-func modelLabel(st Status) string {
+func modelLabel(st api.Status) string {
 	switch {
 	case st.Model.Name != "":
 		return st.Model.Name

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/startlux/startlux/api"
 )
 
 func TestFormatBytes(t *testing.T) {
@@ -53,15 +55,15 @@ func TestFormatBytesMatchesValue(t *testing.T) {
 }
 
 func TestBuildMenu(t *testing.T) {
-	ready := Status{
-		State:          StateReady,
-		Model:          ModelStatus{Name: "demo", Backend: "cpu"},
+	ready := api.Status{
+		State:          api.StateReady,
+		Model:          api.ModelStatus{Name: "demo", Backend: "cpu"},
 		SnapshotBytes:  3 << 20,
 		SnapshotLimit:  512 << 20,
 		RequestsServed: 4,
 		LatencyP50MS:   12.4,
 	}
-	models := []ModelEntry{{Name: "demo", Embedded: true, Current: true}, {Name: "big", Path: "/m/big"}}
+	models := []api.ModelEntry{{Name: "demo", Embedded: true, Current: true}, {Name: "big", Path: "/m/big"}}
 	down := errors.New("no daemon is listening")
 	tests := []struct {
 		name  string
@@ -113,7 +115,7 @@ Switch Model ▸
 ---
 Quit StartLux
 `},
-		{"loading", MenuState{Status: Status{State: StateLoading, Progress: &LoadProgress{Model: "/m/big", Phase: "loading", Done: 1, Total: 4}}, LoginItemErr: errors.New("no bundle")}, `
+		{"loading", MenuState{Status: api.Status{State: api.StateLoading, Progress: &api.LoadProgress{Model: "/m/big", Phase: "loading", Done: 1, Total: 4}}, LoginItemErr: errors.New("no bundle")}, `
 [Daemon loading /m/big… 25%]
 ---
 Switch Model ▸
@@ -126,7 +128,7 @@ Restart Daemon
 ---
 Quit StartLux
 `},
-		{"switching", MenuState{Status: func() Status { s := ready; s.Model.Int8 = true; return s }(), Models: models, Switching: "big"}, `
+		{"switching", MenuState{Status: func() api.Status { s := ready; s.Model.Int8 = true; return s }(), Models: models, Switching: "big"}, `
 [Model: demo]
 [Switching to big…]
 [Backend: cpu]
@@ -145,9 +147,9 @@ Restart Daemon
 ---
 Quit StartLux
 `},
-		{"switch from elsewhere", MenuState{Status: func() Status {
+		{"switch from elsewhere", MenuState{Status: func() api.Status {
 			s := ready
-			s.Progress = &LoadProgress{Model: "/m/big", Phase: "loading", Done: 3, Total: 4}
+			s.Progress = &api.LoadProgress{Model: "/m/big", Phase: "loading", Done: 3, Total: 4}
 			return s
 		}(), Models: models}, `
 [Model: demo]
@@ -168,7 +170,7 @@ Restart Daemon
 ---
 Quit StartLux
 `},
-		{"on the CPU after the GPU check", MenuState{Status: func() Status {
+		{"on the CPU after the GPU check", MenuState{Status: func() api.Status {
 			s := ready
 			s.Model.BackendNote = "Metal disabled: attention kernel differs from the CPU by 5.0e-01 at head 0 of token 8"
 			return s
@@ -190,7 +192,7 @@ Restart Daemon
 ---
 Quit StartLux
 `},
-		{"failed", MenuState{Status: Status{State: StateFailed, Error: "model_load_failed: bad config"}, Models: models}, `
+		{"failed", MenuState{Status: api.Status{State: api.StateFailed, Error: "model_load_failed: bad config"}, Models: models}, `
 [Model failed to load]
 [model_load_failed: bad config]
 ---
@@ -217,7 +219,7 @@ Quit StartLux
 }
 
 func TestMenuFind(t *testing.T) {
-	m := BuildMenu(MenuState{Status: Status{State: StateReady}, Models: []ModelEntry{{Name: "x"}}})
+	m := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x"}}})
 	if it, ok := m.Find(UseAction("x")); !ok || it.Title != "x" || !it.Enabled {
 		t.Errorf("Find(use:x) = %+v, %v", it, ok)
 	}
@@ -227,7 +229,7 @@ func TestMenuFind(t *testing.T) {
 }
 
 func TestMenuUnloadableModel(t *testing.T) {
-	m := BuildMenu(MenuState{Status: Status{State: StateReady}, Models: []ModelEntry{{Name: "x"}, {Name: "chat", Unloadable: "uncalibrated"}}})
+	m := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x"}, {Name: "chat", Unloadable: "uncalibrated"}}})
 	if it, ok := m.Find(UseAction("chat")); !ok || it.Enabled || it.Title != "chat (not loadable)" {
 		t.Errorf("Find(use:chat) = %+v, %v; want a disabled item that says it cannot be loaded", it, ok)
 	}
@@ -237,9 +239,9 @@ func TestMenuUnloadableModel(t *testing.T) {
 }
 
 func TestFlattenShape(t *testing.T) {
-	a := BuildMenu(MenuState{Status: Status{State: StateReady}, Models: []ModelEntry{{Name: "x"}}})
-	b := BuildMenu(MenuState{Status: Status{State: StateReady, SnapshotBytes: 99}, Models: []ModelEntry{{Name: "y", Current: true}}, LoginItem: true})
-	c := BuildMenu(MenuState{Status: Status{State: StateReady}, Models: []ModelEntry{{Name: "x"}, {Name: "y"}}})
+	a := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x"}}})
+	b := BuildMenu(MenuState{Status: api.Status{State: api.StateReady, SnapshotBytes: 99}, Models: []api.ModelEntry{{Name: "y", Current: true}}, LoginItem: true})
+	c := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x"}, {Name: "y"}}})
 	fa, fb, fc := flatten(a.Items), flatten(b.Items), flatten(c.Items)
 	if shapeOf(fa) != shapeOf(fb) {
 		t.Errorf("titles and checks changed the shape")

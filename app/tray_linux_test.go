@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/internal/testenv"
 )
 
@@ -192,8 +193,8 @@ func TestLinuxTrayOverDBus(t *testing.T) {
 	}
 
 	d := &fakeDaemon{
-		status: Status{State: StateReady, Model: ModelStatus{Name: "demo", Backend: "cpu"}, SnapshotLimit: 64 << 20},
-		models: []ModelEntry{{Name: "demo", Current: true}, {Name: "other"}},
+		status: api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "demo", Backend: "cpu"}, SnapshotLimit: 64 << 20},
+		models: []api.ModelEntry{{Name: "demo", Current: true}, {Name: "other"}},
 	}
 	var loadMu sync.Mutex
 	d.loadFn = func(name string) error {
@@ -295,7 +296,7 @@ func TestLinuxTrayOverDBus(t *testing.T) {
 
 	// A new model changes the menu's shape: the tray rebuilds it.
 	d.mu.Lock()
-	d.models = append(d.models, ModelEntry{Name: "third"})
+	d.models = append(d.models, api.ModelEntry{Name: "third"})
 	d.mu.Unlock()
 	root = waitMenu("after a model appeared", func(s string) bool { return strings.Contains(s, "  third") })
 

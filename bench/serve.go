@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux"
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/ipc"
@@ -135,8 +136,8 @@ func Serve(ctx context.Context, env Env, o ServeOptions) (*ServeReport, error) {
 	}
 	viaSocket := func(c *ipc.Client) func(int) error {
 		return func(i int) error {
-			var resp decide.Response
-			return c.Call(ctx, daemon.MethodDecide, raws[i%len(raws)], &resp)
+			var resp api.Response
+			return c.Call(ctx, api.MethodDecide, raws[i%len(raws)], &resp)
 		}
 	}
 	// Warm both sides (the evidence snapshots, first-use costs).
@@ -225,13 +226,13 @@ func startServeDaemon(ctx context.Context, env Env, o ServeOptions) (string, fun
 }
 
 // waitReady polls the daemon's status until its model serves.
-func waitReady(ctx context.Context, c *ipc.Client) (daemon.Status, error) {
-	var st daemon.Status
-	for st.State != daemon.StateReady {
-		if err := c.Call(ctx, daemon.MethodStatus, nil, &st); err != nil {
+func waitReady(ctx context.Context, c *ipc.Client) (api.Status, error) {
+	var st api.Status
+	for st.State != api.StateReady {
+		if err := c.Call(ctx, api.MethodStatus, nil, &st); err != nil {
 			return st, err
 		}
-		if st.State == daemon.StateFailed {
+		if st.State == api.StateFailed {
 			return st, errors.New(st.Error)
 		}
 		time.Sleep(20 * time.Millisecond)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux"
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/ipc"
@@ -22,7 +23,7 @@ type MixedResult struct {
 	// LargeTokens is the large request's rendered tokens; Limits the
 	// daemon's limits it was built against.
 	LargeTokens int
-	Limits      ipc.Limits
+	Limits      api.Limits
 	// Larges and LargeSeconds count the large requests answered during the
 	// loaded measurements and their mean time.
 	Larges       int
@@ -35,7 +36,7 @@ type MixedResult struct {
 // The two alternate round by round, so that load from elsewhere on the
 // machine falls on both alike; the goal is a p99 at most three times the
 // unloaded one.
-func serveMixed(ctx context.Context, env Env, o ServeOptions, sock string, st daemon.Status) (*MixedResult, error) {
+func serveMixed(ctx context.Context, env Env, o ServeOptions, sock string, st api.Status) (*MixedResult, error) {
 	large, tokens, err := maximalRequest(env, o, st.Limits)
 	if err != nil {
 		return nil, err
@@ -57,8 +58,8 @@ func serveMixed(ctx context.Context, env Env, o ServeOptions, sock string, st da
 	}
 	defer bigC.Close()
 	call := func(i int) error {
-		var resp decide.Response
-		return small.Call(ctx, daemon.MethodDecide, smalls[i%len(smalls)], &resp)
+		var resp api.Response
+		return small.Call(ctx, api.MethodDecide, smalls[i%len(smalls)], &resp)
 	}
 	if _, err := measure(ctx, 2*len(smalls), 1, func(int) func(int) error { return call }); err != nil { // warm
 		return nil, err
@@ -122,8 +123,8 @@ func underLarge(ctx context.Context, bigC *ipc.Client, large msgpack.RawMessage,
 			t0 := time.Now()
 			done := make(chan error, 1)
 			go func() {
-				var resp decide.Response
-				done <- bigC.Call(ctx, daemon.MethodDecide, large, &resp)
+				var resp api.Response
+				done <- bigC.Call(ctx, api.MethodDecide, large, &resp)
 			}()
 			if first {
 				time.Sleep(20 * time.Millisecond) // let its first passes start
@@ -157,7 +158,7 @@ func underLarge(ctx context.Context, bigC *ipc.Client, large msgpack.RawMessage,
 // max_questions questions, each with instructions of its own (so that no
 // prefix is shared and everything is computed), their rows together just
 // under max_request_tokens. The rows are sized with the model itself.
-func maximalRequest(env Env, o ServeOptions, lim ipc.Limits) (msgpack.RawMessage, int, error) {
+func maximalRequest(env Env, o ServeOptions, lim api.Limits) (msgpack.RawMessage, int, error) {
 	be, err := env.Open(0)
 	if err != nil {
 		return nil, 0, err

@@ -15,8 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
-	"github.com/startlux/startlux/ipc"
 )
 
 // Engine is what the daemon needs of a loaded decision engine;
@@ -47,7 +47,7 @@ type Job interface {
 
 // Loader opens the checkpoint in dir ("" for the embedded demo), reporting
 // bytes read through progress, and describes it.
-type Loader func(ctx context.Context, dir string, progress func(done, total int64)) (Engine, ModelStatus, error)
+type Loader func(ctx context.Context, dir string, progress func(done, total int64)) (Engine, api.ModelStatus, error)
 
 // Options configures a [Daemon].
 type Options struct {
@@ -57,7 +57,7 @@ type Options struct {
 	// embedded demo.
 	Model string
 	// ModelsDir is the folder listed by the models method and searched by
-	// the load method (default [ModelsDir]).
+	// the load method (default [api.ModelsDir]).
 	ModelsDir string
 	// QueueLimit is how many decisions may wait; beyond it requests fail
 	// with overloaded (default 4096).
@@ -85,7 +85,7 @@ type Options struct {
 	// fallback backend (default DefaultMaxDeviceFaults).
 	MaxDeviceFaults int
 	// Progress, if set, is told about load progress (for terminals).
-	Progress func(LoadProgress)
+	Progress func(api.LoadProgress)
 	// Logger receives events; nil discards them.
 	Logger *slog.Logger
 }
@@ -119,7 +119,7 @@ type Daemon struct {
 	state    string
 	loadErr  string
 	cur      *loaded
-	progress *LoadProgress
+	progress *api.LoadProgress
 	queue    []*job
 	// changed is closed, and replaced, when cur, state or stopping change:
 	// requests waiting for a model watch it.
@@ -147,7 +147,7 @@ type Daemon struct {
 // loaded is a model in service.
 type loaded struct {
 	eng  Engine
-	info ModelStatus
+	info api.ModelStatus
 	src  string // the directory it was loaded from; "" for the demo
 	// refs counts the jobs prepared on it that are not finished, and
 	// retired says it has been replaced; it is closed when both allow
@@ -177,7 +177,7 @@ func New(opts Options) *Daemon {
 		opts.MaxDeviceFaults = DefaultMaxDeviceFaults
 	}
 	if opts.ModelsDir == "" {
-		opts.ModelsDir, _ = ModelsDir()
+		opts.ModelsDir, _ = api.ModelsDir()
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -190,7 +190,7 @@ func New(opts Options) *Daemon {
 		cancel:  cancel,
 		wake:    make(chan struct{}, 1),
 		done:    make(chan struct{}),
-		state:   StateLoading,
+		state:   api.StateLoading,
 		changed: make(chan struct{}),
 		prepSem: make(chan struct{}, runtime.GOMAXPROCS(0)),
 	}
@@ -260,15 +260,15 @@ func (d *Daemon) nudge() {
 }
 
 // Status reports what the daemon is doing.
-func (d *Daemon) Status() Status {
+func (d *Daemon) Status() api.Status {
 	d.mu.Lock()
-	st := Status{
+	st := api.Status{
 		State:          d.state,
 		Error:          d.loadErr,
 		Queued:         len(d.queue) + d.waiting,
 		TokensInFlight: d.inFlight,
 		PID:            os.Getpid(),
-		Limits: ipc.Limits{
+		Limits: api.Limits{
 			MaxValues:         decide.MaxValues,
 			MaxTokensInFlight: d.opts.MaxTokensInFlight,
 			MaxQueued:         d.opts.QueueLimit,

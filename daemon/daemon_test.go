@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/ipc"
 	"github.com/vmihailenco/msgpack/v5"
@@ -74,7 +75,7 @@ func params(t testing.TB, js string) msgpack.RawMessage {
 }
 
 // checkAnswer compares a daemon response with the fake model's own answer.
-func checkAnswer(t testing.TB, got *decide.Response, tags []int, js string) error {
+func checkAnswer(t testing.TB, got *api.Response, tags []int, js string) error {
 	r, err := decide.ParseJSON([]byte(js))
 	if err != nil {
 		t.Fatal(err)
@@ -84,7 +85,7 @@ func checkAnswer(t testing.TB, got *decide.Response, tags []int, js string) erro
 			continue
 		}
 		want, _ := fakeAnswer(tag, r)
-		return sameAnswers(got, want, 1e-12)
+		return sameAnswers(got, WireResponse(want), 1e-12)
 	}
 	return fmt.Errorf("answered by model %d, want one of %v", got.Tokens, tags)
 }
@@ -104,11 +105,11 @@ func TestDecideAndMethods(t *testing.T) {
 	ctx := context.Background()
 
 	var pong string
-	if err := c.Call(ctx, MethodPing, nil, &pong); err != nil || pong != "pong" {
+	if err := c.Call(ctx, api.MethodPing, nil, &pong); err != nil || pong != "pong" {
 		t.Fatalf("ping: %q %v", pong, err)
 	}
-	var resp decide.Response
-	if err := c.Call(ctx, MethodDecide, params(t, request(7)), &resp); err != nil {
+	var resp api.Response
+	if err := c.Call(ctx, api.MethodDecide, params(t, request(7)), &resp); err != nil {
 		t.Fatal(err)
 	}
 	if err := checkAnswer(t, &resp, []int{1}, request(7)); err != nil {
@@ -118,17 +119,17 @@ func TestDecideAndMethods(t *testing.T) {
 		t.Errorf("question order %s, %s; want the request's b, a", resp.Answers[0].Name, resp.Answers[1].Name)
 	}
 
-	var st Status
-	if err := c.Call(ctx, MethodStatus, nil, &st); err != nil {
+	var st api.Status
+	if err := c.Call(ctx, api.MethodStatus, nil, &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.State != StateReady || st.Model.Backend != "fake" || st.Model.Name != "demo-decision" || st.Model.Int8 ||
+	if st.State != api.StateReady || st.Model.Backend != "fake" || st.Model.Name != "demo-decision" || st.Model.Int8 ||
 		st.SnapshotBytes != 123 || st.SnapshotLimit != 456 || st.RequestsServed != 1 || st.LatencyP50MS <= 0 || st.UptimeS <= 0 {
 		t.Errorf("status %+v", st)
 	}
 
-	var list []ModelEntry
-	if err := c.Call(ctx, MethodModels, nil, &list); err != nil {
+	var list []api.ModelEntry
+	if err := c.Call(ctx, api.MethodModels, nil, &list); err != nil {
 		t.Fatal(err)
 	}
 	var names []string
@@ -139,22 +140,22 @@ func TestDecideAndMethods(t *testing.T) {
 		t.Errorf("models %s", got)
 	}
 
-	if err := c.Call(ctx, MethodLoad, LoadParams{Model: "alpha"}, &st); err != nil {
+	if err := c.Call(ctx, api.MethodLoad, api.LoadParams{Model: "alpha"}, &st); err != nil {
 		t.Fatal(err)
 	}
 	if st.Model.Path != filepath.Join(models, "alpha") {
 		t.Errorf("after load alpha, status model %+v", st.Model)
 	}
-	if err := c.Call(ctx, MethodDecide, params(t, request(8)), &resp); err != nil {
+	if err := c.Call(ctx, api.MethodDecide, params(t, request(8)), &resp); err != nil {
 		t.Fatal(err)
 	}
 	if err := checkAnswer(t, &resp, []int{2}, request(8)); err != nil {
 		t.Fatalf("after the switch: %v", err)
 	}
-	if err := c.Call(ctx, MethodLoad, LoadParams{Model: "nope"}, nil); ipc.ErrorCode(err) != ipc.CodeInvalidParams {
+	if err := c.Call(ctx, api.MethodLoad, api.LoadParams{Model: "nope"}, nil); api.ErrorCode(err) != api.CodeInvalidParams {
 		t.Errorf("load of an unknown name: %v", err)
 	}
-	if err := c.Call(ctx, MethodLoad, LoadParams{Model: filepath.Join(models, "not-a-model")}, nil); ipc.ErrorCode(err) != ipc.CodeInvalidParams {
+	if err := c.Call(ctx, api.MethodLoad, api.LoadParams{Model: filepath.Join(models, "not-a-model")}, nil); api.ErrorCode(err) != api.CodeInvalidParams {
 		t.Errorf("load of a non-checkpoint: %v", err)
 	}
 	if p := fl.engine("").problems(); len(p) > 0 {
@@ -173,28 +174,28 @@ func TestBadParams(t *testing.T) {
 		name   string
 		method string
 		params any
-		code   ipc.Code
+		code   api.Code
 	}{
-		{"no params", MethodDecide, nil, ipc.CodeInvalidParams},
-		{"params not a map", MethodDecide, []int{1, 2}, ipc.CodeInvalidParams},
-		{"questions wrong type", MethodDecide, params(t, `{"evidence":{},"questions":[1]}`), ipc.CodeInvalidParams},
-		{"instructions wrong type", MethodDecide, params(t, `{"evidence":{},"questions":{"q":{"type":"noul","instructions":5}}}`), ipc.CodeInvalidParams},
-		{"unknown question type", MethodDecide, params(t, `{"evidence":{},"questions":{"q":{"type":"maybe","instructions":"x"}}}`), ipc.CodeInvalidParams},
-		{"duplicate keys", MethodDecide, params(t, `{"evidence":{"a":1,"a":2},"questions":{"q":{"type":"noul","instructions":"x"}}}`), ipc.CodeInvalidParams},
-		{"engine failure", MethodDecide, params(t, `{"evidence":{},"questions":{"q":{"type":"noul","instructions":"explode"}}}`), ipc.CodeInternal},
-		{"batch not a list", MethodDecideBatch, params(t, `{"x":1}`), ipc.CodeInvalidParams},
-		{"load params wrong", MethodLoad, params(t, `{"model":5}`), ipc.CodeInvalidParams},
-		{"unknown method", "decide2", nil, ipc.CodeUnknownMethod},
+		{"no params", api.MethodDecide, nil, api.CodeInvalidParams},
+		{"params not a map", api.MethodDecide, []int{1, 2}, api.CodeInvalidParams},
+		{"questions wrong type", api.MethodDecide, params(t, `{"evidence":{},"questions":[1]}`), api.CodeInvalidParams},
+		{"instructions wrong type", api.MethodDecide, params(t, `{"evidence":{},"questions":{"q":{"type":"noul","instructions":5}}}`), api.CodeInvalidParams},
+		{"unknown question type", api.MethodDecide, params(t, `{"evidence":{},"questions":{"q":{"type":"maybe","instructions":"x"}}}`), api.CodeInvalidParams},
+		{"duplicate keys", api.MethodDecide, params(t, `{"evidence":{"a":1,"a":2},"questions":{"q":{"type":"noul","instructions":"x"}}}`), api.CodeInvalidParams},
+		{"engine failure", api.MethodDecide, params(t, `{"evidence":{},"questions":{"q":{"type":"noul","instructions":"explode"}}}`), api.CodeInternal},
+		{"batch not a list", api.MethodDecideBatch, params(t, `{"x":1}`), api.CodeInvalidParams},
+		{"load params wrong", api.MethodLoad, params(t, `{"model":5}`), api.CodeInvalidParams},
+		{"unknown method", "decide2", nil, api.CodeUnknownMethod},
 	}
 	for _, c2 := range cases {
 		err := c.Call(ctx, c2.method, c2.params, nil)
-		if ipc.ErrorCode(err) != c2.code || err == nil {
+		if api.ErrorCode(err) != c2.code || err == nil {
 			t.Errorf("%s: %v, want code %s", c2.name, err, c2.code)
 		}
 	}
 	// The connection and daemon still work.
-	var resp decide.Response
-	if err := c.Call(ctx, MethodDecide, params(t, request(1)), &resp); err != nil {
+	var resp api.Response
+	if err := c.Call(ctx, api.MethodDecide, params(t, request(1)), &resp); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -206,14 +207,14 @@ func TestDecideBatchMixed(t *testing.T) {
 	var out struct {
 		Responses []msgpack.RawMessage `json:"responses"`
 	}
-	if err := c.Call(context.Background(), MethodDecideBatch, params(t, batch), &out); err != nil {
+	if err := c.Call(context.Background(), api.MethodDecideBatch, params(t, batch), &out); err != nil {
 		t.Fatal(err)
 	}
 	if len(out.Responses) != 3 {
 		t.Fatalf("%d items, want 3", len(out.Responses))
 	}
 	for i, n := range map[int]int{0: 1, 2: 2} {
-		var r decide.Response
+		var r api.Response
 		if err := ipc.Unmarshal(out.Responses[i], &r); err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +228,7 @@ func TestDecideBatchMixed(t *testing.T) {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if err := ipc.Unmarshal(out.Responses[1], &bad); err != nil || bad.Error.Code != string(ipc.CodeInvalidParams) ||
+	if err := ipc.Unmarshal(out.Responses[1], &bad); err != nil || bad.Error.Code != string(api.CodeInvalidParams) ||
 		!strings.Contains(bad.Error.Message, "instructions") {
 		t.Errorf("item 1: %+v %v", bad, err)
 	}
@@ -244,26 +245,26 @@ func TestWaitsWhileLoading(t *testing.T) {
 	c := dial(t, path)
 	ctx := context.Background()
 	state := func() string {
-		var st Status
-		if err := c.Call(ctx, MethodStatus, nil, &st); err != nil {
+		var st api.Status
+		if err := c.Call(ctx, api.MethodStatus, nil, &st); err != nil {
 			t.Fatal(err)
 		}
 		return st.State
 	}
-	if s := state(); s != StateLoading {
+	if s := state(); s != api.StateLoading {
 		t.Fatalf("state %s, want loading", s)
 	}
 	answered := make(chan error, 1)
 	go func() {
-		var resp decide.Response
-		err := c.Call(ctx, MethodDecide, params(t, request(3)), &resp)
+		var resp api.Response
+		err := c.Call(ctx, api.MethodDecide, params(t, request(3)), &resp)
 		if err == nil {
 			err = checkAnswer(t, &resp, []int{1}, request(3))
 		}
 		answered <- err
 	}()
 	close(fl.loadGate)
-	waitFor(t, func() bool { return state() == StateWarming })
+	waitFor(t, func() bool { return state() == api.StateWarming })
 	select {
 	case err := <-answered:
 		t.Fatalf("answered before the model was ready: %v", err)
@@ -273,7 +274,7 @@ func TestWaitsWhileLoading(t *testing.T) {
 	if err := <-answered; err != nil {
 		t.Fatal(err)
 	}
-	if s := state(); s != StateReady {
+	if s := state(); s != api.StateReady {
 		t.Fatalf("state %s, want ready", s)
 	}
 }
@@ -297,16 +298,16 @@ func TestLoadFailure(t *testing.T) {
 	path := startDaemon(t, Options{Load: fl.load, Model: bad, ModelsDir: dir})
 	c := dial(t, path)
 	ctx := context.Background()
-	var st Status
-	waitFor(t, func() bool { c.Call(ctx, MethodStatus, nil, &st); return st.State == StateFailed })
+	var st api.Status
+	waitFor(t, func() bool { c.Call(ctx, api.MethodStatus, nil, &st); return st.State == api.StateFailed })
 	if !strings.Contains(st.Error, "no such checkpoint") {
 		t.Errorf("status error %q", st.Error)
 	}
-	if err := c.Call(ctx, MethodDecide, params(t, request(1)), nil); ipc.ErrorCode(err) != ipc.CodeModelLoadFailed {
+	if err := c.Call(ctx, api.MethodDecide, params(t, request(1)), nil); api.ErrorCode(err) != api.CodeModelLoadFailed {
 		t.Fatalf("decide with no model: %v", err)
 	}
 	// Switching to a good model recovers.
-	if err := c.Call(ctx, MethodLoad, LoadParams{Model: "demo"}, &st); err != nil || st.State != StateReady {
+	if err := c.Call(ctx, api.MethodLoad, api.LoadParams{Model: "demo"}, &st); err != nil || st.State != api.StateReady {
 		t.Fatalf("load demo: %v %+v", err, st)
 	}
 	// A failed switch keeps the model in service.
@@ -314,27 +315,27 @@ func TestLoadFailure(t *testing.T) {
 		os.MkdirAll(bad, 0o755)
 		os.WriteFile(filepath.Join(bad, f), []byte("{}"), 0o644)
 	}
-	if err := c.Call(ctx, MethodLoad, LoadParams{Model: bad}, nil); ipc.ErrorCode(err) != ipc.CodeModelLoadFailed {
+	if err := c.Call(ctx, api.MethodLoad, api.LoadParams{Model: bad}, nil); api.ErrorCode(err) != api.CodeModelLoadFailed {
 		t.Fatalf("failed switch: %v", err)
 	}
-	var resp decide.Response
-	if err := c.Call(ctx, MethodDecide, params(t, request(2)), &resp); err != nil {
+	var resp api.Response
+	if err := c.Call(ctx, api.MethodDecide, params(t, request(2)), &resp); err != nil {
 		t.Fatalf("decide after a failed switch: %v", err)
 	}
-	c.Call(ctx, MethodStatus, nil, &st)
-	if st.State != StateReady || st.Model.Name != "demo-decision" || st.Error == "" {
+	c.Call(ctx, api.MethodStatus, nil, &st)
+	if st.State != api.StateReady || st.Model.Name != "demo-decision" || st.Error == "" {
 		t.Errorf("status after a failed switch: %+v", st)
 	}
 	// So does a load that panics: the daemon survives it, and says so.
 	fl.panicOn = bad
-	if err := c.Call(ctx, MethodLoad, LoadParams{Model: bad}, nil); ipc.ErrorCode(err) != ipc.CodeModelLoadFailed || !strings.Contains(err.Error(), "the loader panicked: the fake loader fell over") {
+	if err := c.Call(ctx, api.MethodLoad, api.LoadParams{Model: bad}, nil); api.ErrorCode(err) != api.CodeModelLoadFailed || !strings.Contains(err.Error(), "the loader panicked: the fake loader fell over") {
 		t.Fatalf("panicking switch: %v", err)
 	}
-	if err := c.Call(ctx, MethodDecide, params(t, request(3)), &resp); err != nil {
+	if err := c.Call(ctx, api.MethodDecide, params(t, request(3)), &resp); err != nil {
 		t.Fatalf("decide after a panicking switch: %v", err)
 	}
-	c.Call(ctx, MethodStatus, nil, &st)
-	if st.State != StateReady || st.Model.Name != "demo-decision" || !strings.Contains(st.Error, "panicked") {
+	c.Call(ctx, api.MethodStatus, nil, &st)
+	if st.State != api.StateReady || st.Model.Name != "demo-decision" || !strings.Contains(st.Error, "panicked") {
 		t.Errorf("status after a panicking switch: %+v", st)
 	}
 }
@@ -354,8 +355,8 @@ func TestConcurrentClientsAndSwitch(t *testing.T) {
 	path := startDaemon(t, Options{Load: fl.load, NoWarmup: true, ModelsDir: dir})
 	ctl := dial(t, path)
 	ctx := context.Background()
-	var st Status
-	waitFor(t, func() bool { ctl.Call(ctx, MethodStatus, nil, &st); return st.State == StateReady })
+	var st api.Status
+	waitFor(t, func() bool { ctl.Call(ctx, api.MethodStatus, nil, &st); return st.State == api.StateReady })
 
 	const clients, each = 16, 40
 	var wg sync.WaitGroup
@@ -367,8 +368,8 @@ func TestConcurrentClientsAndSwitch(t *testing.T) {
 			c := dial(t, path)
 			for i := range each {
 				n := g*each + i
-				var resp decide.Response
-				if err := c.Call(ctx, MethodDecide, params(t, request(n)), &resp); err != nil {
+				var resp api.Response
+				if err := c.Call(ctx, api.MethodDecide, params(t, request(n)), &resp); err != nil {
 					errs <- fmt.Errorf("client %d request %d: %w", g, i, err)
 					continue
 				}
@@ -380,7 +381,7 @@ func TestConcurrentClientsAndSwitch(t *testing.T) {
 	}
 	time.Sleep(20 * time.Millisecond)
 	for _, m := range []string{"other", "demo"} {
-		if err := ctl.Call(ctx, MethodLoad, LoadParams{Model: m}, nil); err != nil {
+		if err := ctl.Call(ctx, api.MethodLoad, api.LoadParams{Model: m}, nil); err != nil {
 			t.Fatalf("switch to %s: %v", m, err)
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -424,10 +425,10 @@ func TestOverloaded(t *testing.T) {
 	path := startDaemon(t, Options{Load: fl.load, NoWarmup: true, QueueLimit: 2, MaxBatch: 1})
 	c := dial(t, path)
 	ctx := context.Background()
-	var st Status
-	waitFor(t, func() bool { c.Call(ctx, MethodStatus, nil, &st); return st.State == StateReady })
+	var st api.Status
+	waitFor(t, func() bool { c.Call(ctx, api.MethodStatus, nil, &st); return st.State == api.StateReady })
 	big := "[" + request(1) + "," + request(2) + "," + request(3) + "]"
-	if err := c.Call(ctx, MethodDecideBatch, params(t, big), nil); ipc.ErrorCode(err) != ipc.CodeInvalidParams {
+	if err := c.Call(ctx, api.MethodDecideBatch, params(t, big), nil); api.ErrorCode(err) != api.CodeInvalidParams {
 		t.Fatalf("a batch larger than the queue: %v", err)
 	}
 	eng.mu.Lock()
@@ -435,14 +436,14 @@ func TestOverloaded(t *testing.T) {
 	eng.mu.Unlock()
 	results := make(chan error, 3)
 	for i := range 3 {
-		go func() { results <- c.Call(ctx, MethodDecide, params(t, request(i)), nil) }()
+		go func() { results <- c.Call(ctx, api.MethodDecide, params(t, request(i)), nil) }()
 		// one runs (blocked on the gate), two wait in the queue
 		if i == 0 {
 			waitFor(t, func() bool { eng.mu.Lock(); defer eng.mu.Unlock(); return eng.active == 1 })
 		}
 	}
-	waitFor(t, func() bool { c.Call(ctx, MethodStatus, nil, &st); return st.Queued == 2 })
-	if err := c.Call(ctx, MethodDecide, params(t, request(9)), nil); ipc.ErrorCode(err) != ipc.CodeOverloaded {
+	waitFor(t, func() bool { c.Call(ctx, api.MethodStatus, nil, &st); return st.Queued == 2 })
+	if err := c.Call(ctx, api.MethodDecide, params(t, request(9)), nil); api.ErrorCode(err) != api.CodeOverloaded {
 		t.Fatalf("decide on a full queue: %v", err)
 	}
 	close(eng.gate)
@@ -468,19 +469,22 @@ func TestShutdownAnswersQueued(t *testing.T) {
 	}()
 	<-listening
 	c := dial(t, path)
-	var st Status
-	waitFor(t, func() bool { c.Call(context.Background(), MethodStatus, nil, &st); return st.State == StateReady })
+	var st api.Status
+	waitFor(t, func() bool {
+		c.Call(context.Background(), api.MethodStatus, nil, &st)
+		return st.State == api.StateReady
+	})
 	eng.mu.Lock()
 	eng.gate = make(chan struct{})
 	eng.mu.Unlock()
 	results := make(chan error, 3)
 	for i := range 3 {
-		go func() { results <- c.Call(context.Background(), MethodDecide, params(t, request(i)), nil) }()
+		go func() { results <- c.Call(context.Background(), api.MethodDecide, params(t, request(i)), nil) }()
 	}
-	waitFor(t, func() bool { c.Call(context.Background(), MethodStatus, nil, &st); return st.Queued == 2 })
+	waitFor(t, func() bool { c.Call(context.Background(), api.MethodStatus, nil, &st); return st.Queued == 2 })
 	cancel()
 	time.Sleep(50 * time.Millisecond)
-	if err := c.Call(context.Background(), MethodPing, nil, nil); ipc.ErrorCode(err) != ipc.CodeShuttingDown {
+	if err := c.Call(context.Background(), api.MethodPing, nil, nil); api.ErrorCode(err) != api.CodeShuttingDown {
 		t.Errorf("ping while stopping: %v", err)
 	}
 	close(eng.gate)
@@ -513,8 +517,8 @@ func TestBatchesGather(t *testing.T) {
 	for i := range conns {
 		conns[i] = dial(t, path)
 	}
-	var st Status
-	waitFor(t, func() bool { conns[0].Call(ctx, MethodStatus, nil, &st); return st.State == StateReady })
+	var st api.Status
+	waitFor(t, func() bool { conns[0].Call(ctx, api.MethodStatus, nil, &st); return st.State == api.StateReady })
 	raw := params(t, request(1))
 	var wg sync.WaitGroup
 	for _, c := range conns {
@@ -522,7 +526,7 @@ func TestBatchesGather(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range each {
-				if err := c.Call(ctx, MethodDecide, raw, nil); err != nil {
+				if err := c.Call(ctx, api.MethodDecide, raw, nil); err != nil {
 					t.Error(err)
 					return
 				}
@@ -554,8 +558,8 @@ func TestLoadParams(t *testing.T) {
 	path := startDaemon(t, Options{Load: fl.load, NoWarmup: true, ModelsDir: dir})
 	c := dial(t, path)
 	ctx := context.Background()
-	var st Status
-	waitFor(t, func() bool { c.Call(ctx, MethodStatus, nil, &st); return st.State == StateReady })
+	var st api.Status
+	waitFor(t, func() bool { c.Call(ctx, api.MethodStatus, nil, &st); return st.State == api.StateReady })
 	t.Chdir(dir)
 	for _, tc := range []struct {
 		name   string
@@ -570,11 +574,11 @@ func TestLoadParams(t *testing.T) {
 		{"a name", map[string]any{"model": "ckpt"}, ""},
 		{"the demo", map[string]any{"model": "demo"}, ""},
 	} {
-		err := c.Call(ctx, MethodLoad, tc.params, &st)
+		err := c.Call(ctx, api.MethodLoad, tc.params, &st)
 		switch {
 		case tc.want == "" && err != nil:
 			t.Errorf("%s: %v", tc.name, err)
-		case tc.want != "" && (ipc.ErrorCode(err) != ipc.CodeInvalidParams || !strings.Contains(err.Error(), tc.want)):
+		case tc.want != "" && (api.ErrorCode(err) != api.CodeInvalidParams || !strings.Contains(err.Error(), tc.want)):
 			t.Errorf("%s: %v, want invalid_params saying %q", tc.name, err, tc.want)
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/internal/goldens"
 	"github.com/startlux/startlux/ipc"
 	"github.com/startlux/startlux/model/safetensors"
@@ -34,7 +34,7 @@ func loadGoldens(t testing.TB) []goldenCase {
 }
 
 // checkGolden compares a response with a golden case within tol.
-func checkGolden(resp *decide.Response, gc *goldenCase, tol float64) error {
+func checkGolden(resp *api.Response, gc *goldenCase, tol float64) error {
 	if len(resp.Answers) != len(gc.Answers) {
 		return fmt.Errorf("%d answers, want %d", len(resp.Answers), len(gc.Answers))
 	}
@@ -59,15 +59,15 @@ func startDemoDaemon(t *testing.T) string {
 	path := startRun(t, RunOptions{Daemon: Options{Load: DecideLoader(LoaderOptions{}), ModelsDir: t.TempDir()},
 		Server: ipc.ServerOptions{ReadTimeout: 300 * time.Millisecond}})
 	c := dial(t, path)
-	var st Status
+	var st api.Status
 	waitFor(t, func() bool {
-		if err := c.Call(context.Background(), MethodStatus, nil, &st); err != nil {
+		if err := c.Call(context.Background(), api.MethodStatus, nil, &st); err != nil {
 			t.Fatal(err)
 		}
-		if st.State == StateFailed {
+		if st.State == api.StateFailed {
 			t.Fatalf("the demo model failed to load: %s", st.Error)
 		}
-		return st.State == StateReady
+		return st.State == api.StateReady
 	})
 	if st.Model.Backend == "" || st.Model.Int8 || st.SnapshotLimit <= 0 {
 		t.Errorf("status of the ready daemon: %+v", st)
@@ -86,8 +86,8 @@ func TestEndToEndGoldens(t *testing.T) {
 	var batch []byte
 	batch = append(batch, '[')
 	for i := range cases {
-		var resp decide.Response
-		if err := c.Call(ctx, MethodDecide, params(t, string(cases[i].Request)), &resp); err != nil {
+		var resp api.Response
+		if err := c.Call(ctx, api.MethodDecide, params(t, string(cases[i].Request)), &resp); err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
 		if err := checkGolden(&resp, &cases[i], 1e-4); err != nil {
@@ -99,15 +99,15 @@ func TestEndToEndGoldens(t *testing.T) {
 		batch = append(batch, cases[i].Request...)
 	}
 	batch = append(batch, ']')
-	var out BatchResult
-	if err := c.Call(ctx, MethodDecideBatch, params(t, string(batch)), &out); err != nil {
+	var out api.BatchResult
+	if err := c.Call(ctx, api.MethodDecideBatch, params(t, string(batch)), &out); err != nil {
 		t.Fatal(err)
 	}
 	if len(out.Responses) != len(cases) {
 		t.Fatalf("decide_batch: %d responses, want %d", len(out.Responses), len(cases))
 	}
 	for i, raw := range out.Responses {
-		var resp decide.Response
+		var resp api.Response
 		if err := ipc.Unmarshal(raw, &resp); err != nil {
 			t.Fatal(err)
 		}
@@ -127,8 +127,8 @@ func TestEndToEndBadInput(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		var resp decide.Response
-		if err := good.Call(ctx, MethodDecide, params(t, string(cases[0].Request)), &resp); err != nil {
+		var resp api.Response
+		if err := good.Call(ctx, api.MethodDecide, params(t, string(cases[0].Request)), &resp); err != nil {
 			t.Fatalf("the other client: %v", err)
 		}
 		if err := checkGolden(&resp, &cases[0], 1e-4); err != nil {
@@ -147,15 +147,15 @@ func TestEndToEndBadInput(t *testing.T) {
 	tests := []struct {
 		name string
 		data []byte
-		code ipc.Code // "" = the connection is closed
+		code api.Code // "" = the connection is closed
 	}{
-		{"garbage bytes", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), ipc.CodeFrameTooLarge},
+		{"garbage bytes", []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"), api.CodeFrameTooLarge},
 		{"truncated frame", append(binary.BigEndian.AppendUint32(nil, 100), 0x83, 0xa2), ""},
-		{"oversize length", []byte{0xff, 0xff, 0xff, 0xff}, ipc.CodeFrameTooLarge},
-		{"wrong method", reqFrame("id", 1, "method", "decidе"), ipc.CodeUnknownMethod},
-		{"method of wrong type", reqFrame("id", 1, "method", true), ipc.CodeBadRequest},
-		{"params of wrong types", reqFrame("id", 1, "method", "decide", "params", wrongTypes), ipc.CodeInvalidParams},
-		{"params not a map", reqFrame("id", 1, "method", "decide", "params", "evidence"), ipc.CodeInvalidParams},
+		{"oversize length", []byte{0xff, 0xff, 0xff, 0xff}, api.CodeFrameTooLarge},
+		{"wrong method", reqFrame("id", 1, "method", "decidе"), api.CodeUnknownMethod},
+		{"method of wrong type", reqFrame("id", 1, "method", true), api.CodeBadRequest},
+		{"params of wrong types", reqFrame("id", 1, "method", "decide", "params", wrongTypes), api.CodeInvalidParams},
+		{"params not a map", reqFrame("id", 1, "method", "decide", "params", "evidence"), api.CodeInvalidParams},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -228,11 +228,11 @@ func TestEndToEndLoad(t *testing.T) {
 	// The serial answers, from the short cases only: the test is about the
 	// daemon under load, and short requests keep its CPU time modest.
 	var raws []msgpack.RawMessage
-	var serial []decide.Response
+	var serial []api.Response
 	for i := range cases {
 		raw := params(t, string(cases[i].Request))
-		var resp decide.Response
-		if err := ctl.Call(ctx, MethodDecide, raw, &resp); err != nil {
+		var resp api.Response
+		if err := ctl.Call(ctx, api.MethodDecide, raw, &resp); err != nil {
 			t.Fatal(err)
 		}
 		if resp.Tokens+resp.CachedTokens <= 150 {
@@ -258,8 +258,8 @@ func TestEndToEndLoad(t *testing.T) {
 					progress.Done()
 				}
 				k := (g*7 + i) % len(raws)
-				var resp decide.Response
-				if err := c.Call(ctx, MethodDecide, raws[k], &resp); err != nil {
+				var resp api.Response
+				if err := c.Call(ctx, api.MethodDecide, raws[k], &resp); err != nil {
 					errs <- fmt.Errorf("client %d request %d: %w", g, i, err)
 					continue
 				}
@@ -271,12 +271,12 @@ func TestEndToEndLoad(t *testing.T) {
 	}
 	// Switch to the same checkpoint read from disk while the load runs.
 	progress.Wait()
-	var st Status
+	var st api.Status
 	demoDir, err := filepath.Abs(filepath.Join("..", "testdata", "demo-decision"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ctl.Call(ctx, MethodLoad, LoadParams{Model: demoDir}, &st); err != nil {
+	if err := ctl.Call(ctx, api.MethodLoad, api.LoadParams{Model: demoDir}, &st); err != nil {
 		t.Fatalf("switch under load: %v", err)
 	}
 	if st.Model.Path == DemoPath {
@@ -293,7 +293,7 @@ func TestEndToEndLoad(t *testing.T) {
 	if n > 0 {
 		t.Errorf("%d of %d requests failed", n, clients*each)
 	}
-	if err := ctl.Call(ctx, MethodStatus, nil, &st); err != nil {
+	if err := ctl.Call(ctx, api.MethodStatus, nil, &st); err != nil {
 		t.Fatal(err)
 	}
 	if st.RequestsServed < clients*each+uint64(len(cases)) {
@@ -303,7 +303,7 @@ func TestEndToEndLoad(t *testing.T) {
 }
 
 // sameAnswers compares two responses' probabilities.
-func sameAnswers(got, want *decide.Response, tol float64) error {
+func sameAnswers(got, want *api.Response, tol float64) error {
 	if len(got.Answers) != len(want.Answers) {
 		return fmt.Errorf("%d answers, want %d", len(got.Answers), len(want.Answers))
 	}
@@ -386,19 +386,19 @@ func TestEndToEndBadCheckpoints(t *testing.T) {
 		{"more layers than stored", copyDemo(t, layers(1000)), "num_hidden_layers is 1000, but the checkpoint's tensors hold 6 layers"},
 		{"NaN weights", copyDemo(t, nanNorm(t)), "warm-up: warm-up request 0: question \"q\": model produces non-finite logits (NaN); the checkpoint is damaged"},
 	} {
-		err := c.Call(ctx, MethodLoad, LoadParams{Model: bc.dir}, nil)
-		if ipc.ErrorCode(err) != ipc.CodeModelLoadFailed || !strings.Contains(err.Error(), bc.want) {
+		err := c.Call(ctx, api.MethodLoad, api.LoadParams{Model: bc.dir}, nil)
+		if api.ErrorCode(err) != api.CodeModelLoadFailed || !strings.Contains(err.Error(), bc.want) {
 			t.Errorf("%s: load: %v, want model_load_failed saying %q", bc.name, err, bc.want)
 		}
-		var st Status
-		if err := c.Call(ctx, MethodStatus, nil, &st); err != nil {
+		var st api.Status
+		if err := c.Call(ctx, api.MethodStatus, nil, &st); err != nil {
 			t.Fatal(err)
 		}
-		if st.State != StateReady || st.Model.Path != DemoPath || !strings.Contains(st.Error, bc.want) {
+		if st.State != api.StateReady || st.Model.Path != DemoPath || !strings.Contains(st.Error, bc.want) {
 			t.Errorf("%s: status after the failed load: %+v", bc.name, st)
 		}
-		var resp decide.Response
-		if err := c.Call(ctx, MethodDecide, params(t, string(cases[0].Request)), &resp); err != nil {
+		var resp api.Response
+		if err := c.Call(ctx, api.MethodDecide, params(t, string(cases[0].Request)), &resp); err != nil {
 			t.Fatalf("%s: decide after the failed load: %v", bc.name, err)
 		}
 		if err := checkGolden(&resp, &cases[0], 1e-4); err != nil {
@@ -436,19 +436,19 @@ func TestEndToEndNonFiniteAnswer(t *testing.T) {
 	path := startRun(t, RunOptions{Daemon: Options{Load: DecideLoader(LoaderOptions{}), Model: dir, NoWarmup: true, ModelsDir: t.TempDir()}})
 	c := dial(t, path)
 	ctx := context.Background()
-	var st Status
+	var st api.Status
 	waitFor(t, func() bool {
-		c.Call(ctx, MethodStatus, nil, &st)
-		return st.State == StateReady || st.State == StateFailed
+		c.Call(ctx, api.MethodStatus, nil, &st)
+		return st.State == api.StateReady || st.State == api.StateFailed
 	})
 	req := `{"evidence": {"a": 1}, "questions": {"first": {"type": "noul", "instructions": "Is a one?"}, "second": {"type": "score", "instructions": "How big?", "criteria": ["small", "big"]}}}`
-	var resp decide.Response
-	err := c.Call(ctx, MethodDecide, params(t, req), &resp)
-	if ipc.ErrorCode(err) != ipc.CodeInternal || !strings.Contains(err.Error(), `question "first": model produces non-finite logits (NaN)`) {
+	var resp api.Response
+	err := c.Call(ctx, api.MethodDecide, params(t, req), &resp)
+	if api.ErrorCode(err) != api.CodeInternal || !strings.Contains(err.Error(), `question "first": model produces non-finite logits (NaN)`) {
 		t.Fatalf("decide on NaN weights: %v (answers %+v), want internal naming the question", err, resp.Answers)
 	}
-	var out BatchResult
-	if err := c.Call(ctx, MethodDecideBatch, params(t, "["+req+"]"), &out); err != nil || len(out.Responses) != 1 {
+	var out api.BatchResult
+	if err := c.Call(ctx, api.MethodDecideBatch, params(t, "["+req+"]"), &out); err != nil || len(out.Responses) != 1 {
 		t.Fatalf("decide_batch on NaN weights: %v", err)
 	}
 	js, err := ipc.ToJSON(out.Responses[0])

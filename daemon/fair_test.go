@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/api"
 )
 
 // TestSmallNotHeldBehindLarge: while a large request's passes run, small
@@ -22,18 +22,18 @@ func TestSmallNotHeldBehindLarge(t *testing.T) {
 	path := startDaemon(t, Options{Load: fl.load, NoWarmup: true})
 	ctx := context.Background()
 	big, small := dial(t, path), dial(t, path)
-	var st Status
-	waitFor(t, func() bool { big.Call(ctx, MethodStatus, nil, &st); return st.State == StateReady })
+	var st api.Status
+	waitFor(t, func() bool { big.Call(ctx, api.MethodStatus, nil, &st); return st.State == api.StateReady })
 
 	bigDone := make(chan error, 1)
 	go func() {
-		bigDone <- big.Call(ctx, MethodDecide, params(t, `{"evidence": 1, "questions": {"large": {"type": "noul", "instructions": "big:20000"}}}`), nil)
+		bigDone <- big.Call(ctx, api.MethodDecide, params(t, `{"evidence": 1, "questions": {"large": {"type": "noul", "instructions": "big:20000"}}}`), nil)
 	}()
 	logLen := func() int { eng.mu.Lock(); defer eng.mu.Unlock(); return len(eng.passLog) }
 	waitFor(t, func() bool { return logLen() > 10 })
 	for i := range 5 {
 		req := fmt.Sprintf(`{"evidence": %d, "questions": {"small%d": {"type": "noul", "instructions": "Is it?"}}}`, i, i)
-		if err := small.Call(ctx, MethodDecide, params(t, req), nil); err != nil {
+		if err := small.Call(ctx, api.MethodDecide, params(t, req), nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -83,8 +83,8 @@ func TestSmallLatencyBehindLarge(t *testing.T) {
 	}
 	timeSmall := func(i int) time.Duration {
 		t0 := time.Now()
-		var resp decide.Response
-		if err := smallC.Call(ctx, MethodDecide, params(t, smallReq(i)), &resp); err != nil {
+		var resp api.Response
+		if err := smallC.Call(ctx, api.MethodDecide, params(t, smallReq(i)), &resp); err != nil {
 			t.Fatal(err)
 		}
 		return time.Since(t0)
@@ -109,8 +109,8 @@ func TestSmallLatencyBehindLarge(t *testing.T) {
 	bigDone := make(chan time.Duration, 1)
 	t0 := time.Now()
 	go func() {
-		var resp decide.Response
-		if err := bigC.Call(ctx, MethodDecide, params(t, bigReq), &resp); err != nil {
+		var resp api.Response
+		if err := bigC.Call(ctx, api.MethodDecide, params(t, bigReq), &resp); err != nil {
 			t.Error(err)
 		}
 		bigDone <- time.Since(t0)
@@ -140,9 +140,9 @@ func TestAbandonedBatch(t *testing.T) {
 	path := startDaemon(t, Options{Load: fl.load, NoWarmup: true})
 	ctx := context.Background()
 	c := dial(t, path)
-	var st Status
-	waitFor(t, func() bool { c.Call(ctx, MethodStatus, nil, &st); return st.State == StateReady })
-	go c.Call(ctx, MethodDecide, params(t, `{"evidence": 1, "questions": {"large": {"type": "noul", "instructions": "big:40000"}}}`), nil)
+	var st api.Status
+	waitFor(t, func() bool { c.Call(ctx, api.MethodStatus, nil, &st); return st.State == api.StateReady })
+	go c.Call(ctx, api.MethodDecide, params(t, `{"evidence": 1, "questions": {"large": {"type": "noul", "instructions": "big:40000"}}}`), nil)
 	passes := func() int {
 		eng.mu.Lock()
 		defer eng.mu.Unlock()
@@ -162,5 +162,5 @@ func TestAbandonedBatch(t *testing.T) {
 	}
 	// Its tokens are given back.
 	d := dial(t, path)
-	waitFor(t, func() bool { d.Call(ctx, MethodStatus, nil, &st); return st.TokensInFlight == 0 })
+	waitFor(t, func() bool { d.Call(ctx, api.MethodStatus, nil, &st); return st.TokensInFlight == 0 })
 }

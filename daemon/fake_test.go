@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
 )
 
@@ -228,25 +229,25 @@ func (l *fakeLoader) open(dir string) *fakeEngine {
 	return e
 }
 
-func (l *fakeLoader) load(ctx context.Context, dir string, progress func(done, total int64)) (Engine, ModelStatus, error) {
+func (l *fakeLoader) load(ctx context.Context, dir string, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
 	progress(0, 100)
 	if l.loadGate != nil {
 		select {
 		case <-l.loadGate:
 		case <-ctx.Done():
-			return nil, ModelStatus{}, ctx.Err()
+			return nil, api.ModelStatus{}, ctx.Err()
 		}
 	}
 	if dir == l.panicOn && dir != "" {
 		panic("the fake loader fell over")
 	}
 	if dir == l.fail && dir != "" {
-		return nil, ModelStatus{}, errors.New("no such checkpoint")
+		return nil, api.ModelStatus{}, errors.New("no such checkpoint")
 	}
 	progress(100, 100)
 	name := dir
 	if name == "" {
 		name = "demo-decision"
 	}
-	return l.open(dir), ModelStatus{Name: name, Path: dir, Backend: "fake"}, nil
+	return l.open(dir), api.ModelStatus{Name: name, Path: dir, Backend: "fake"}, nil
 }

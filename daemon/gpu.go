@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/startlux/startlux/api"
 	"sync"
 
 	"github.com/startlux/startlux/cpu"
@@ -44,9 +45,9 @@ func unfit(err error) *unfitError {
 
 // load is the Loader: the model on the backend asked for, else on the
 // fallback with the note.
-func (l *decideLoader) load(ctx context.Context, dir string, progress func(done, total int64)) (Engine, ModelStatus, error) {
+func (l *decideLoader) load(ctx context.Context, dir string, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, ModelStatus{}, err
+		return nil, api.ModelStatus{}, err
 	}
 	newBackend := l.lo.Backend
 	if newBackend == nil {
@@ -63,7 +64,7 @@ func (l *decideLoader) load(ctx context.Context, dir string, progress func(done,
 	}
 	eng, st, err := l.loadOn(ctx, dir, l.lo.Fallback, progress)
 	if err != nil {
-		return nil, ModelStatus{}, fmt.Errorf("%s; on the fallback backend: %w", note, err)
+		return nil, api.ModelStatus{}, fmt.Errorf("%s; on the fallback backend: %w", note, err)
 	}
 	st.BackendNote = note
 	return eng, st, nil
@@ -80,10 +81,10 @@ func (l *decideLoader) disabledNote() string {
 // loadOn opens dir on a backend newBackend makes and, when that is a GPU,
 // checks the backend in the checkpoint's weight forms. Failures of the
 // backend are *unfitError.
-func (l *decideLoader) loadOn(ctx context.Context, dir string, newBackend func() (tensor.Backend, error), progress func(done, total int64)) (_ Engine, _ ModelStatus, err error) {
+func (l *decideLoader) loadOn(ctx context.Context, dir string, newBackend func() (tensor.Backend, error), progress func(done, total int64)) (_ Engine, _ api.ModelStatus, err error) {
 	be, err := newBackend()
 	if err != nil {
-		return nil, ModelStatus{}, unfit(fmt.Errorf("backend: %w", err))
+		return nil, api.ModelStatus{}, unfit(fmt.Errorf("backend: %w", err))
 	}
 	defer func() {
 		if err != nil {
@@ -94,26 +95,26 @@ func (l *decideLoader) loadOn(ctx context.Context, dir string, newBackend func()
 		// Compile the backend's kernels before any decision waits on them.
 		if err := w.WarmUp(ctx); err != nil {
 			if ctx.Err() != nil {
-				return nil, ModelStatus{}, err
+				return nil, api.ModelStatus{}, err
 			}
-			return nil, ModelStatus{}, unfit(fmt.Errorf("backend %s: warm up: %w", be.Name(), err))
+			return nil, api.ModelStatus{}, unfit(fmt.Errorf("backend %s: warm up: %w", be.Name(), err))
 		}
 	}
 	e, err := l.openEngine(dir, be, progress)
 	if err != nil {
 		if errors.Is(err, tensor.ErrDeviceFault) && ctx.Err() == nil {
-			return nil, ModelStatus{}, unfit(err)
+			return nil, api.ModelStatus{}, unfit(err)
 		}
-		return nil, ModelStatus{}, err
+		return nil, api.ModelStatus{}, err
 	}
 	if gpucheck.Applies(be) {
 		if err := l.check(ctx, be, e.Weights()); err != nil {
 			e.Close()
-			return nil, ModelStatus{}, err
+			return nil, api.ModelStatus{}, err
 		}
 	}
 	info := e.Info()
-	return engine{Engine: e, be: be, loader: l}, ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend}, nil
+	return engine{Engine: e, be: be, loader: l}, api.ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend}, nil
 }
 
 // check runs the GPU check on be in the forms of the weights ws.

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"github.com/startlux/startlux/api"
 	"testing"
 	"time"
 
@@ -12,12 +13,12 @@ import (
 
 // waitStatus polls the daemon's status until cond holds (loads on the
 // emulator take seconds) and returns it.
-func waitStatus(t *testing.T, c *ipc.Client, cond func(st Status) bool) Status {
+func waitStatus(t *testing.T, c *ipc.Client, cond func(st api.Status) bool) api.Status {
 	t.Helper()
-	var st Status
+	var st api.Status
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		if err := c.Call(context.Background(), MethodStatus, nil, &st); err != nil {
+		if err := c.Call(context.Background(), api.MethodStatus, nil, &st); err != nil {
 			t.Fatal(err)
 		}
 		if cond(st) {
@@ -32,9 +33,9 @@ func waitStatus(t *testing.T, c *ipc.Client, cond func(st Status) bool) Status {
 
 // waitSettled waits until the daemon is ready or failed and returns its
 // status.
-func waitSettled(t *testing.T, c *ipc.Client) Status {
+func waitSettled(t *testing.T, c *ipc.Client) api.Status {
 	t.Helper()
-	return waitStatus(t, c, func(st Status) bool { return st.State == StateReady || st.State == StateFailed })
+	return waitStatus(t, c, func(st api.Status) bool { return st.State == api.StateReady || st.State == api.StateFailed })
 }
 
 // checkDemoAnswers asks the daemon the first two golden requests and holds
@@ -58,8 +59,8 @@ func checkDemoAnswersTol(t *testing.T, c *ipc.Client, golden, cpuTol float64) {
 	}
 	defer ref.Close()
 	for i := range cases {
-		var resp decide.Response
-		if err := c.Call(context.Background(), MethodDecide, params(t, string(cases[i].Request)), &resp); err != nil {
+		var resp api.Response
+		if err := c.Call(context.Background(), api.MethodDecide, params(t, string(cases[i].Request)), &resp); err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
 		if err := checkGolden(&resp, &cases[i], golden); err != nil {
@@ -73,7 +74,7 @@ func checkDemoAnswersTol(t *testing.T, c *ipc.Client, golden, cpuTol float64) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := sameAnswers(&resp, want, cpuTol); err != nil {
+		if err := sameAnswers(&resp, WireResponse(want), cpuTol); err != nil {
 			t.Errorf("case %d against the CPU backend: %v", i, err)
 		}
 	}

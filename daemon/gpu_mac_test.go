@@ -3,6 +3,7 @@
 package daemon
 
 import (
+	"github.com/startlux/startlux/api"
 	"testing"
 
 	"github.com/startlux/startlux/backends"
@@ -22,7 +23,7 @@ func TestMacServesOnGPU(t *testing.T) {
 	path := startDaemon(t, Options{Load: DecideLoader(lo), ModelsDir: t.TempDir()})
 	cl := dial(t, path)
 	st := waitSettled(t, cl)
-	if st.State != StateReady || st.Model.Backend != "metal" || st.Model.BackendNote != "" {
+	if st.State != api.StateReady || st.Model.Backend != "metal" || st.Model.BackendNote != "" {
 		t.Fatalf("status: state %s (%s), backend %q, note %q; want ready on metal with no note", st.State, st.Error, st.Model.Backend, st.Model.BackendNote)
 	}
 	checkDemoAnswersTol(t, cl, 1e-3, 1e-3)

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/startlux/startlux/api"
 	"strings"
 	"sync"
 	"testing"
@@ -17,7 +18,6 @@ import (
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/gpucheck"
 	"github.com/startlux/startlux/internal/testenv"
-	"github.com/startlux/startlux/ipc"
 	"github.com/startlux/startlux/metal"
 	"github.com/startlux/startlux/tensor"
 )
@@ -65,17 +65,17 @@ func TestGPUFallback(t *testing.T) {
 	path := startDaemon(t, Options{Load: DecideLoader(emuLoader(t, f, true)), ModelsDir: t.TempDir(), NoWarmup: true, MaxDeviceFaults: 2})
 	cl := dial(t, path)
 	ctx := context.Background()
-	onCPU := func(what, note string, st Status) {
+	onCPU := func(what, note string, st api.Status) {
 		t.Helper()
-		if st.State != StateReady || !strings.HasPrefix(st.Model.Backend, "cpu") || !strings.HasPrefix(st.Model.BackendNote, note) {
+		if st.State != api.StateReady || !strings.HasPrefix(st.Model.Backend, "cpu") || !strings.HasPrefix(st.Model.BackendNote, note) {
 			t.Fatalf("%s: state %s (%s), backend %q, note %q; want ready on the CPU with a note starting %q",
 				what, st.State, st.Error, st.Model.Backend, st.Model.BackendNote, note)
 		}
 	}
-	reload := func() Status {
+	reload := func() api.Status {
 		t.Helper()
-		var st Status
-		if err := cl.Call(ctx, MethodLoad, LoadParams{Model: DemoName}, &st); err != nil {
+		var st api.Status
+		if err := cl.Call(ctx, api.MethodLoad, api.LoadParams{Model: api.DemoName}, &st); err != nil {
 			t.Fatalf("load: %v", err)
 		}
 		return st
@@ -85,19 +85,19 @@ func TestGPUFallback(t *testing.T) {
 	checkDemoAnswers(t, cl)
 
 	f.Set()
-	if st := reload(); st.State != StateReady || st.Model.Backend != "metal-emu" || st.Model.BackendNote != "" {
+	if st := reload(); st.State != api.StateReady || st.Model.Backend != "metal-emu" || st.Model.BackendNote != "" {
 		t.Fatalf("with the faults cleared: state %s (%s), backend %q, note %q; want ready on metal-emu", st.State, st.Error, st.Model.Backend, st.Model.BackendNote)
 	}
 	f.Set(metal.Fault{Fail: true})
 	for i := range 2 {
-		var resp decide.Response
-		err := cl.Call(ctx, MethodDecide, params(t, request(i)), &resp)
-		perr, ok := errors.AsType[*ipc.Error](err)
-		if !ok || perr.Code != ipc.CodeInternal || !strings.Contains(perr.Message, "metal: command buffer failed: Internal Error") {
+		var resp api.Response
+		err := cl.Call(ctx, api.MethodDecide, params(t, request(i)), &resp)
+		perr, ok := errors.AsType[*api.Error](err)
+		if !ok || perr.Code != api.CodeInternal || !strings.Contains(perr.Message, "metal: command buffer failed: Internal Error") {
 			t.Fatalf("request %d on a faulting GPU: %v", i, err)
 		}
 	}
-	st := waitStatus(t, cl, func(st Status) bool { return strings.HasPrefix(st.Model.Backend, "cpu") })
+	st := waitStatus(t, cl, func(st api.Status) bool { return strings.HasPrefix(st.Model.Backend, "cpu") })
 	onCPU("after two failed command buffers", "Metal disabled: 2 batches in a row failed on the GPU; the last: ", st)
 	if !strings.Contains(st.Model.BackendNote, "command buffer failed") || st.RequestsFailed != 2 {
 		t.Errorf("note %q, %d requests failed; want the command buffer's message and the 2 that faulted", st.Model.BackendNote, st.RequestsFailed)
@@ -121,18 +121,18 @@ func TestGPUFaultWhileOpening(t *testing.T) {
 		cl := dial(t, path)
 		st := waitSettled(t, cl)
 		if fallback {
-			if st.State != StateReady || !strings.HasPrefix(st.Model.Backend, "cpu") || !strings.HasPrefix(st.Model.BackendNote, gpucheck.NotePrefix+reason) {
+			if st.State != api.StateReady || !strings.HasPrefix(st.Model.Backend, "cpu") || !strings.HasPrefix(st.Model.BackendNote, gpucheck.NotePrefix+reason) {
 				t.Errorf("with a fallback: state %s, backend %q, note %q", st.State, st.Model.Backend, st.Model.BackendNote)
 			}
 			checkDemoAnswers(t, cl)
 			continue
 		}
-		if want := "load the embedded demo model: " + reason; st.State != StateFailed || !strings.HasPrefix(st.Error, want) {
+		if want := "load the embedded demo model: " + reason; st.State != api.StateFailed || !strings.HasPrefix(st.Error, want) {
 			t.Errorf("named explicitly: state %s, error %q; want failed with %q", st.State, st.Error, want)
 		}
-		var resp decide.Response
-		err := cl.Call(context.Background(), MethodDecide, params(t, request(1)), &resp)
-		if perr, ok := errors.AsType[*ipc.Error](err); !ok || perr.Code != ipc.CodeModelLoadFailed || !strings.Contains(perr.Message, "command buffer failed") {
+		var resp api.Response
+		err := cl.Call(context.Background(), api.MethodDecide, params(t, request(1)), &resp)
+		if perr, ok := errors.AsType[*api.Error](err); !ok || perr.Code != api.CodeModelLoadFailed || !strings.Contains(perr.Message, "command buffer failed") {
 			t.Errorf("a decision with no model: %v", err)
 		}
 	}
@@ -187,21 +187,21 @@ func TestDeviceFaultCount(t *testing.T) {
 			first := &faultyEngine{fakeEngine: fl.engine(""), canFallBack: canFallBack}
 			var mu sync.Mutex
 			loads := 0
-			load := func(ctx context.Context, dir string, progress func(done, total int64)) (Engine, ModelStatus, error) {
+			load := func(ctx context.Context, dir string, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				loads++
 				if loads == 1 {
-					return first, ModelStatus{Name: "demo", Backend: "gpu"}, nil
+					return first, api.ModelStatus{Name: "demo", Backend: "gpu"}, nil
 				}
-				return &fakeEngine{tag: 9}, ModelStatus{Name: "demo", Backend: "cpu", BackendNote: "moved"}, nil
+				return &fakeEngine{tag: 9}, api.ModelStatus{Name: "demo", Backend: "cpu", BackendNote: "moved"}, nil
 			}
 			path := startDaemon(t, Options{Load: load, ModelsDir: t.TempDir(), MaxDeviceFaults: 3})
 			cl := dial(t, path)
 			waitSettled(t, cl)
 			ask := func(i int) error {
-				var resp decide.Response
-				return cl.Call(context.Background(), MethodDecide, params(t, request(i)), &resp)
+				var resp api.Response
+				return cl.Call(context.Background(), api.MethodDecide, params(t, request(i)), &resp)
 			}
 			first.set(true)
 			for i := range 2 {
@@ -217,9 +217,9 @@ func TestDeviceFaultCount(t *testing.T) {
 			for i := range 3 {
 				ask(10 + i)
 			}
-			var st Status
+			var st api.Status
 			waitFor(t, func() bool {
-				if err := cl.Call(context.Background(), MethodStatus, nil, &st); err != nil {
+				if err := cl.Call(context.Background(), api.MethodStatus, nil, &st); err != nil {
 					t.Fatal(err)
 				}
 				return st.Model.BackendNote != ""

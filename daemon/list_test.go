@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/hub"
 )
 
@@ -73,8 +74,8 @@ func TestListModelsDescribes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []ModelEntry{
-		{Name: DemoName, Embedded: true, Quant: "bf16", Calibrated: true},
+	want := []api.ModelEntry{
+		{Name: api.DemoName, Embedded: true, Quant: "bf16", Calibrated: true},
 		{Name: "calibrated", Quant: "bf16", Calibrated: true, Bytes: dirBytes(t, filepath.Join(td, "demo-decision"))},
 		{Name: "mlx", Quant: "MLX 4-bit (group 32)", Unloadable: Uncalibrated, Bytes: dirBytes(t, filepath.Join(td, "tiny-qwen35-mlx-4bit"))},
 		{Name: "moe", Calibrated: true, Unloadable: "mixture-of-experts"},

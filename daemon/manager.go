@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
-	"github.com/startlux/startlux/ipc"
 )
 
 // errStopping is returned by loads that finish after Close began.
@@ -25,9 +25,9 @@ func (d *Daemon) load(dir string) error {
 
 // loadLocked is load with d.loadMu held.
 func (d *Daemon) loadLocked(dir string) error {
-	d.setProgress(&LoadProgress{Model: dir, Phase: StateLoading}, StateLoading)
+	d.setProgress(&api.LoadProgress{Model: dir, Phase: api.StateLoading}, api.StateLoading)
 	var eng Engine
-	var info ModelStatus
+	var info api.ModelStatus
 	err := safely("the loader", func() (err error) {
 		eng, info, err = d.opts.Load(d.ctx, dir, d.progressFunc())
 		return err
@@ -39,7 +39,7 @@ func (d *Daemon) loadLocked(dir string) error {
 	if err != nil {
 		return d.loadFailed(dir, err)
 	}
-	d.setProgress(&LoadProgress{Model: dir, Phase: StateWarming}, StateWarming)
+	d.setProgress(&api.LoadProgress{Model: dir, Phase: api.StateWarming}, api.StateWarming)
 	if !d.opts.NoWarmup {
 		if werr := safely("warm-up", func() error { return warmUp(d.ctx, eng) }); werr != nil {
 			eng.Close()
@@ -59,7 +59,7 @@ func (d *Daemon) loadLocked(dir string) error {
 	}
 	old := d.cur
 	d.cur = &loaded{eng: eng, info: info, src: dir}
-	d.state, d.loadErr, d.progress = StateReady, "", nil
+	d.state, d.loadErr, d.progress = api.StateReady, "", nil
 	d.changedLocked()
 	closeOld := old != nil && old.refs == 0
 	if old != nil {
@@ -72,7 +72,7 @@ func (d *Daemon) loadLocked(dir string) error {
 			d.opts.Logger.Warn("closing the previous model", "err", err)
 		}
 	}
-	d.report(LoadProgress{Model: dir, Phase: StateReady})
+	d.report(api.LoadProgress{Model: dir, Phase: api.StateReady})
 	d.opts.Logger.Info("model ready", "name", info.Name, "path", info.Path, "backend", info.Backend)
 	return nil
 }
@@ -106,7 +106,7 @@ func safely(what string, f func() error) (err error) {
 
 // setProgress records a load phase; the daemon's state follows it only
 // while no model serves yet.
-func (d *Daemon) setProgress(p *LoadProgress, state string) {
+func (d *Daemon) setProgress(p *api.LoadProgress, state string) {
 	d.mu.Lock()
 	d.progress = p
 	if d.cur == nil && d.state != state {
@@ -119,7 +119,7 @@ func (d *Daemon) setProgress(p *LoadProgress, state string) {
 }
 
 // report passes progress to the Progress option.
-func (d *Daemon) report(p LoadProgress) {
+func (d *Daemon) report(p api.LoadProgress) {
 	if d.opts.Progress != nil {
 		d.opts.Progress(p)
 	}
@@ -135,16 +135,16 @@ func (d *Daemon) loadFailed(dir string, err error) error {
 	d.progress = nil
 	d.loadErr = fmt.Sprintf("load %s: %v", what, err)
 	if d.cur == nil {
-		d.state = StateFailed
+		d.state = api.StateFailed
 		d.changedLocked()
 	}
 	d.mu.Unlock()
 	d.nudge() // queued decisions fail now if there is no model at all
-	d.report(LoadProgress{Model: dir, Phase: StateFailed})
+	d.report(api.LoadProgress{Model: dir, Phase: api.StateFailed})
 	if errors.Is(err, errStopping) {
-		return ipc.Errorf(ipc.CodeShuttingDown, "load %s: %v", what, err)
+		return api.Errorf(api.CodeShuttingDown, "load %s: %v", what, err)
 	}
-	return ipc.Errorf(ipc.CodeModelLoadFailed, "load %s: %v", what, err)
+	return api.Errorf(api.CodeModelLoadFailed, "load %s: %v", what, err)
 }
 
 // release drops a reference; a retired model is closed with its last one.

@@ -2,87 +2,74 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/ipc"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
-// The protocol's methods, in alphabetical order (docs/protocol.md).
-const (
-	MethodDecide      = "decide"
-	MethodDecideBatch = "decide_batch"
-	MethodLoad        = "load"
-	MethodModels      = "models"
-	MethodPing        = "ping"
-	MethodStatus      = "status"
-)
-
 // ServeIPC answers one request; it implements ipc.Handler.
 func (d *Daemon) ServeIPC(ctx context.Context, req *ipc.Request) (any, error) {
 	switch req.Method {
-	case MethodDecide:
+	case api.MethodDecide:
 		return d.serveDecide(ctx, req.Params)
-	case MethodDecideBatch:
+	case api.MethodDecideBatch:
 		return d.serveDecideBatch(ctx, req.Params)
-	case MethodLoad:
+	case api.MethodLoad:
 		return d.serveLoad(ctx, req.Params)
-	case MethodModels:
+	case api.MethodModels:
 		return d.Models()
-	case MethodPing:
+	case api.MethodPing:
 		return "pong", nil
-	case MethodStatus:
+	case api.MethodStatus:
 		return d.Status(), nil
 	}
-	return nil, ipc.Errorf(ipc.CodeUnknownMethod, "no method %q (methods: decide, decide_batch, load, models, ping, status)", req.Method)
+	return nil, api.Errorf(api.CodeUnknownMethod, "no method %q (methods: %s)", req.Method, strings.Join(api.Methods[:], ", "))
 }
 
 func (d *Daemon) serveDecide(ctx context.Context, params msgpack.RawMessage) (any, error) {
 	if len(params) == 0 {
-		return nil, ipc.Errorf(ipc.CodeInvalidParams, "decide: params must be a request map {evidence, questions}")
+		return nil, api.Errorf(api.CodeInvalidParams, "decide: params must be a request map {evidence, questions}")
 	}
 	if len(params) >= largeParams {
 		defer d.freeMemory()
 	}
 	r, err := decide.ParseMsgpack(params)
 	if err != nil {
-		return nil, ipc.Errorf(ipc.CodeInvalidParams, "decide: %v", err)
+		return nil, api.Errorf(api.CodeInvalidParams, "decide: %v", err)
 	}
 	resp, err := d.decide(ctx, r)
-	if ipc.ErrorCode(err) == ipc.CodeInvalidParams {
-		err = ipc.Errorf(ipc.CodeInvalidParams, "decide: %s", messageOf(err))
+	if err != nil {
+		if api.ErrorCode(err) == api.CodeInvalidParams {
+			err = api.Errorf(api.CodeInvalidParams, "decide: %s", api.ErrorMessage(err))
+		}
+		return nil, err
 	}
-	return resp, err
-}
-
-// BatchResult is what decide_batch returns: one item per request, in order,
-// each either a decision response or {"error": {code, message}}.
-type BatchResult struct {
-	Responses []msgpack.RawMessage `json:"responses"`
+	return WireResponse(resp), nil
 }
 
 func (d *Daemon) serveDecideBatch(ctx context.Context, params msgpack.RawMessage) (any, error) {
 	if len(params) == 0 {
-		return nil, ipc.Errorf(ipc.CodeInvalidParams, "decide_batch: params must be an array of requests or {requests: [...]}")
+		return nil, api.Errorf(api.CodeInvalidParams, "decide_batch: params must be an array of requests or {requests: [...]}")
 	}
 	if len(params) >= largeParams {
 		defer d.freeMemory()
 	}
 	reqs, perrs, err := decide.ParseMsgpackBatch(params)
 	if err != nil {
-		return nil, ipc.Errorf(ipc.CodeInvalidParams, "decide_batch: %v", err)
+		return nil, api.Errorf(api.CodeInvalidParams, "decide_batch: %v", err)
 	}
 	items := make([]msgpack.RawMessage, len(reqs))
 	var good []*decide.Request
 	var at []int
 	for i, r := range reqs {
 		if perrs[i] != nil {
-			items[i] = errorItem(ipc.Errorf(ipc.CodeInvalidParams, "request %d: %v", i, perrs[i]))
+			items[i] = errorItem(api.Errorf(api.CodeInvalidParams, "request %d: %v", i, perrs[i]))
 			continue
 		}
 		good = append(good, r)
@@ -96,7 +83,7 @@ func (d *Daemon) serveDecideBatch(ctx context.Context, params msgpack.RawMessage
 		var where []int
 		for k, e := range errs {
 			if e != nil {
-				items[at[k]] = errorItem(ipc.Errorf(ipc.ErrorCode(e), "request %d: %s", at[k], messageOf(e)))
+				items[at[k]] = errorItem(api.Errorf(api.ErrorCode(e), "request %d: %s", at[k], api.ErrorMessage(e)))
 			} else {
 				where = append(where, at[k])
 			}
@@ -114,39 +101,30 @@ func (d *Daemon) serveDecideBatch(ctx context.Context, params msgpack.RawMessage
 				items[where[k]] = errorItem(err)
 				continue
 			}
-			raw, err := ipc.Marshal(resp)
+			raw, err := ipc.Marshal(WireResponse(resp))
 			if err != nil {
 				return nil, fmt.Errorf("decide_batch: encode response %d: %w", where[k], err)
 			}
 			items[where[k]] = raw
 		}
 	}
-	return BatchResult{Responses: items}, nil
-}
-
-// messageOf returns the message of a protocol error (err's text for any
-// other).
-func messageOf(err error) string {
-	var perr *ipc.Error
-	if errors.As(err, &perr) {
-		return perr.Message
-	}
-	return err.Error()
+	return api.BatchResult{Responses: items}, nil
 }
 
 // errorItem encodes {"error": {code, message}} for one batch item.
 func errorItem(err error) msgpack.RawMessage {
-	code := ipc.ErrorCode(err)
-	msg := messageOf(err)
-	raw, _ := ipc.Marshal(map[string]map[string]string{"error": {"code": string(code), "message": msg}})
+	raw, _ := ipc.Marshal(api.BatchError{Error: &api.Error{Code: api.ErrorCode(err), Message: api.ErrorMessage(err)}})
 	return raw
 }
 
-// LoadParams are the load method's params.
-type LoadParams struct {
-	// Model is a name in the models folder, "demo" (or "") for the
-	// embedded demo, or a checkpoint directory.
-	Model string `json:"model"`
+// WireResponse is a decision response as it travels: r without what only
+// in-process callers see (the letter logits).
+func WireResponse(r *decide.Response) *api.Response {
+	w := &api.Response{Answers: make(api.Answers, len(r.Answers)), Tokens: r.Tokens, CachedTokens: r.CachedTokens, ElapsedMS: r.ElapsedMS}
+	for i, a := range r.Answers {
+		w.Answers[i] = api.Answer{Name: a.Name, Options: a.Options, Probs: a.Probs, Answer: a.Answer, Expected: a.Expected}
+	}
+	return w
 }
 
 func (d *Daemon) serveLoad(ctx context.Context, params msgpack.RawMessage) (any, error) {
@@ -155,19 +133,19 @@ func (d *Daemon) serveLoad(ctx context.Context, params msgpack.RawMessage) (any,
 	}
 	if len(params) > 0 {
 		if err := ipc.Unmarshal(params, &p); err != nil {
-			return nil, ipc.Errorf(ipc.CodeInvalidParams, "load: params must be {model: string}: %v", err)
+			return nil, api.Errorf(api.CodeInvalidParams, "load: params must be {model: string}: %v", err)
 		}
 	}
 	if p.Model == nil {
-		return nil, ipc.Errorf(ipc.CodeInvalidParams, "load: params must be {model: NAME_OR_DIR} (\"demo\" for the embedded model); none given")
+		return nil, api.Errorf(api.CodeInvalidParams, "load: params must be {model: NAME_OR_DIR} (\"demo\" for the embedded model); none given")
 	}
 	model := *p.Model
 	if (strings.ContainsRune(model, filepath.Separator) || model == "." || model == "..") && !filepath.IsAbs(model) {
-		return nil, ipc.Errorf(ipc.CodeInvalidParams, "load: %q is a relative path, and the daemon's working directory is not the client's: send an absolute path", model)
+		return nil, api.Errorf(api.CodeInvalidParams, "load: %q is a relative path, and the daemon's working directory is not the client's: send an absolute path", model)
 	}
 	dir, err := ResolveModel(model, d.opts.ModelsDir)
 	if err != nil {
-		return nil, ipc.Errorf(ipc.CodeInvalidParams, "load: %v", err)
+		return nil, api.Errorf(api.CodeInvalidParams, "load: %v", err)
 	}
 	if err := d.Switch(ctx, dir); err != nil {
 		return nil, err
@@ -191,10 +169,10 @@ func (d *Daemon) Switch(ctx context.Context, dir string) error {
 }
 
 // Models lists the checkpoints the daemon can load, marking the current one.
-func (d *Daemon) Models() ([]ModelEntry, error) {
+func (d *Daemon) Models() ([]api.ModelEntry, error) {
 	list, err := ListModels(d.opts.ModelsDir)
 	if err != nil {
-		return nil, ipc.Errorf(ipc.CodeInternal, "%v", err)
+		return nil, api.Errorf(api.CodeInternal, "%v", err)
 	}
 	d.mu.Lock()
 	cur := d.cur
@@ -209,7 +187,7 @@ func (d *Daemon) Models() ([]ModelEntry, error) {
 		}
 	}
 	// Loaded from a directory outside the models folder.
-	m := ModelEntry{Name: cur.info.Name, Path: cur.src, Current: true}
+	m := api.ModelEntry{Name: cur.info.Name, Path: cur.src, Current: true}
 	describeModel(os.DirFS(cur.src), cur.src, &m)
 	return append(list, m), nil
 }

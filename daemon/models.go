@@ -11,22 +11,11 @@ import (
 	"strings"
 
 	"github.com/startlux/startlux"
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/hub"
-	"github.com/startlux/startlux/ipc"
 	"github.com/startlux/startlux/model"
 )
-
-// DemoName is the name under which the embedded demo checkpoint is listed
-// and loaded.
-const DemoName = "demo"
-
-// ModelsDir returns the folder where checkpoints are looked for
-// ([ipc.ModelsDir]).
-func ModelsDir() (string, error) { return ipc.ModelsDir() }
-
-// ModelEntry is one checkpoint the daemon can load.
-type ModelEntry = ipc.ModelEntry
 
 // IsCheckpoint reports whether dir holds a decision checkpoint: a
 // decision_config.json next to a config.json (jevfmt/1), or naming a base
@@ -44,10 +33,10 @@ const Uncalibrated = "uncalibrated / zero-shot (not yet loadable): no decision_c
 // [Uncalibrated]). Names starting with '.' (pulls in progress) are skipped.
 // Each entry says where the model came from, its size, how its weights are
 // stored and whether it is calibrated. A missing dir lists just the demo.
-func ListModels(dir string) ([]ModelEntry, error) {
-	demo := ModelEntry{Name: DemoName, Embedded: true}
+func ListModels(dir string) ([]api.ModelEntry, error) {
+	demo := api.ModelEntry{Name: api.DemoName, Embedded: true}
 	describeModel(startlux.DemoModel(), DemoPath, &demo)
-	list := []ModelEntry{demo}
+	list := []api.ModelEntry{demo}
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return list, nil
@@ -55,13 +44,13 @@ func ListModels(dir string) ([]ModelEntry, error) {
 	if err != nil {
 		return list, fmt.Errorf("list models: %w", err)
 	}
-	var found []ModelEntry
+	var found []api.ModelEntry
 	for _, e := range ents {
 		p := filepath.Join(dir, e.Name())
 		if strings.HasPrefix(e.Name(), ".") || !(e.IsDir() || e.Type()&fs.ModeSymlink != 0) {
 			continue
 		}
-		m := ModelEntry{Name: e.Name(), Path: p}
+		m := api.ModelEntry{Name: e.Name(), Path: p}
 		if !IsCheckpoint(p) {
 			if fi, err := os.Stat(filepath.Join(p, "config.json")); err != nil || !fi.Mode().IsRegular() {
 				continue
@@ -79,7 +68,7 @@ func ListModels(dir string) ([]ModelEntry, error) {
 // fsys (name is shown in errors): its provenance record, size, weight
 // storage and calibration. A config.json the engine refuses makes the model
 // unloadable, saying why.
-func describeModel(fsys fs.FS, name string, m *ModelEntry) {
+func describeModel(fsys fs.FS, name string, m *api.ModelEntry) {
 	if src, err := hub.ReadSourceFS(fsys, name); err == nil {
 		m.Source, m.Revision, m.Commit, m.Bytes = src.Repo, src.Revision, src.Commit, src.Bytes()
 	} else {
@@ -110,7 +99,7 @@ func describeModel(fsys fs.FS, name string, m *ModelEntry) {
 // [DemoName] or "" for the embedded demo, or a directory path) into the
 // directory to load, "" meaning the embedded demo.
 func ResolveModel(arg, modelsDir string) (string, error) {
-	if arg == "" || arg == DemoName {
+	if arg == "" || arg == api.DemoName {
 		return "", nil
 	}
 	if strings.ContainsRune(arg, filepath.Separator) || arg == "." || arg == ".." {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/startlux/startlux/api"
 )
 
 func TestResolveModel(t *testing.T) {
@@ -38,7 +40,7 @@ func TestResolveModel(t *testing.T) {
 		}
 	}
 	list, err := ListModels(models)
-	if err != nil || len(list) != 3 || list[0].Name != DemoName || !list[0].Embedded || list[1].Path != good || list[2].Unloadable != Uncalibrated {
+	if err != nil || len(list) != 3 || list[0].Name != api.DemoName || !list[0].Embedded || list[1].Path != good || list[2].Unloadable != Uncalibrated {
 		t.Errorf("ListModels = %+v, %v", list, err)
 	}
 	if list, err := ListModels(filepath.Join(models, "none")); err != nil || len(list) != 1 {

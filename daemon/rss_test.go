@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux"
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/ipc"
@@ -88,14 +89,14 @@ func startRSSDaemon(t testing.TB) *rssDaemon {
 	defer c.Close()
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		var st Status
-		if err := c.Call(context.Background(), MethodStatus, nil, &st); err != nil {
+		var st api.Status
+		if err := c.Call(context.Background(), api.MethodStatus, nil, &st); err != nil {
 			t.Fatal(err)
 		}
-		if st.State == StateReady {
+		if st.State == api.StateReady {
 			break
 		}
-		if st.State == StateFailed || time.Now().After(deadline) {
+		if st.State == api.StateFailed || time.Now().After(deadline) {
 			t.Fatalf("the daemon process is not ready: %+v", st)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -128,9 +129,9 @@ func (d *rssDaemon) memory(t testing.TB) (rss, peak int64) {
 
 // send sends n copies of a request at once, each on its own connection,
 // and returns the error codes they got ("" for an answer).
-func (d *rssDaemon) send(t testing.TB, req msgpack.RawMessage, n int) []ipc.Code {
+func (d *rssDaemon) send(t testing.TB, req msgpack.RawMessage, n int) []api.Code {
 	t.Helper()
-	codes := make([]ipc.Code, n)
+	codes := make([]api.Code, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
@@ -144,10 +145,10 @@ func (d *rssDaemon) send(t testing.TB, req msgpack.RawMessage, n int) []ipc.Code
 			defer c.Close()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
-			var resp decide.Response
-			if err := c.Call(ctx, MethodDecide, req, &resp); err != nil {
-				codes[i] = ipc.ErrorCode(err)
-				if codes[i] != ipc.CodeInvalidParams && codes[i] != ipc.CodeOverloaded {
+			var resp api.Response
+			if err := c.Call(ctx, api.MethodDecide, req, &resp); err != nil {
+				codes[i] = api.ErrorCode(err)
+				if codes[i] != api.CodeInvalidParams && codes[i] != api.CodeOverloaded {
 					t.Errorf("request %d: %v", i, err)
 				}
 			}
@@ -268,7 +269,7 @@ func TestPeakRSS(t *testing.T) {
 	base, _ := d.memory(t)
 	for _, name := range []string{"evidence", "refused"} {
 		codes := d.send(t, reqs[name], 1)
-		if want := map[bool]ipc.Code{true: ipc.CodeInvalidParams, false: ""}[name == "refused"]; codes[0] != want {
+		if want := map[bool]api.Code{true: api.CodeInvalidParams, false: ""}[name == "refused"]; codes[0] != want {
 			t.Errorf("the %s request: code %q, want %q", name, codes[0], want)
 		}
 		rss, peak := d.memory(t)
@@ -311,7 +312,7 @@ func BenchmarkPeakRSS(b *testing.B) {
 			for range b.N {
 				d := startRSSDaemon(b)
 				for _, code := range d.send(b, reqs[c.name], c.n) {
-					if code == ipc.CodeOverloaded {
+					if code == api.CodeOverloaded {
 						refused++
 					}
 				}

@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
-	"github.com/startlux/startlux/ipc"
 )
 
 // A decision travels like this: its handler waits for a model, prepares the
@@ -53,16 +53,16 @@ func (d *Daemon) acquireModel(ctx context.Context) (*loaded, error) {
 		switch {
 		case d.stopping:
 			d.mu.Unlock()
-			return nil, ipc.Errorf(ipc.CodeShuttingDown, "the daemon is shutting down")
+			return nil, api.Errorf(api.CodeShuttingDown, "the daemon is shutting down")
 		case d.cur != nil:
 			m := d.cur
 			m.refs++
 			d.mu.Unlock()
 			return m, nil
-		case d.state == StateFailed:
+		case d.state == api.StateFailed:
 			msg := d.loadErr
 			d.mu.Unlock()
-			return nil, ipc.Errorf(ipc.CodeModelLoadFailed, "no model is loaded: %s", msg)
+			return nil, api.Errorf(api.CodeModelLoadFailed, "no model is loaded: %s", msg)
 		}
 		if !counted {
 			d.waiting++
@@ -139,21 +139,21 @@ func (d *Daemon) submit(ctx context.Context, m *loaded, preps []Job) ([]*job, er
 	switch {
 	case d.stopping:
 		d.mu.Unlock()
-		return fail(ipc.Errorf(ipc.CodeShuttingDown, "the daemon is shutting down"))
+		return fail(api.Errorf(api.CodeShuttingDown, "the daemon is shutting down"))
 	case len(jobs) > d.opts.QueueLimit:
 		d.mu.Unlock()
-		return fail(ipc.Errorf(ipc.CodeInvalidParams, "a batch of %d requests is more than the queue holds (%d, max_queued); split it", len(jobs), d.opts.QueueLimit))
+		return fail(api.Errorf(api.CodeInvalidParams, "a batch of %d requests is more than the queue holds (%d, max_queued); split it", len(jobs), d.opts.QueueLimit))
 	case cost > d.opts.MaxTokensInFlight:
 		d.mu.Unlock()
-		return fail(ipc.Errorf(ipc.CodeInvalidParams, "the requests render %d tokens, more than the daemon holds at once (%d, max_tokens_in_flight); split them", cost, d.opts.MaxTokensInFlight))
+		return fail(api.Errorf(api.CodeInvalidParams, "the requests render %d tokens, more than the daemon holds at once (%d, max_tokens_in_flight); split them", cost, d.opts.MaxTokensInFlight))
 	case len(d.queue)+len(jobs) > d.opts.QueueLimit:
 		n := len(d.queue)
 		d.mu.Unlock()
-		return fail(ipc.Errorf(ipc.CodeOverloaded, "%d decisions are queued (limit %d, max_queued); retry later", n, d.opts.QueueLimit))
+		return fail(api.Errorf(api.CodeOverloaded, "%d decisions are queued (limit %d, max_queued); retry later", n, d.opts.QueueLimit))
 	case d.inFlight+cost > d.opts.MaxTokensInFlight:
 		n := d.inFlight
 		d.mu.Unlock()
-		return fail(ipc.Errorf(ipc.CodeOverloaded, "%d tokens are queued and running; these %d would pass the daemon's limit of %d (max_tokens_in_flight); retry later", n, cost, d.opts.MaxTokensInFlight))
+		return fail(api.Errorf(api.CodeOverloaded, "%d tokens are queued and running; these %d would pass the daemon's limit of %d (max_tokens_in_flight); retry later", n, cost, d.opts.MaxTokensInFlight))
 	}
 	d.inFlight += cost
 	d.queue = append(d.queue, jobs...)
@@ -259,7 +259,7 @@ func (d *Daemon) next() ([]*job, error) {
 		case len(d.queue) > 0 && d.ctx.Err() != nil:
 			batch := d.queue
 			d.queue = nil
-			return batch, ipc.Errorf(ipc.CodeShuttingDown, "the daemon stopped before this request ran")
+			return batch, api.Errorf(api.CodeShuttingDown, "the daemon stopped before this request ran")
 		case len(d.queue) > 0 && d.smallRunning == 0:
 			// The clients answered by the last batch are likely to send
 			// again at once: give them a moment to join this one rather
@@ -393,7 +393,7 @@ func (d *Daemon) run(batch []*job) {
 		case errs[i] != nil:
 			d.finish(j, result{err: engineError(errs[i])})
 		case resps[i] == nil:
-			d.finish(j, result{err: ipc.Errorf(ipc.CodeInternal, "the engine returned no response")})
+			d.finish(j, result{err: api.Errorf(api.CodeInternal, "the engine returned no response")})
 		default:
 			d.finish(j, result{resp: resps[i]})
 		}
@@ -442,28 +442,28 @@ func (d *Daemon) callEngine(ctx context.Context, eng Engine, preps []Job, turn d
 	defer func() {
 		if p := recover(); p != nil {
 			d.opts.Logger.Error("the engine panicked", "panic", p)
-			err = ipc.Errorf(ipc.CodeInternal, "the engine panicked: %v", p)
+			err = api.Errorf(api.CodeInternal, "the engine panicked: %v", p)
 		}
 	}()
 	resps, errs = eng.Run(ctx, preps, turn, passTokens)
 	if len(resps) != len(preps) || len(errs) != len(preps) {
-		return nil, nil, ipc.Errorf(ipc.CodeInternal, "the engine answered %d/%d of %d requests", len(resps), len(errs), len(preps))
+		return nil, nil, api.Errorf(api.CodeInternal, "the engine answered %d/%d of %d requests", len(resps), len(errs), len(preps))
 	}
 	return resps, errs, nil
 }
 
 // engineError maps an engine error to its protocol error.
 func engineError(err error) error {
-	var perr *ipc.Error
+	var perr *api.Error
 	switch {
 	case errors.As(err, &perr):
 		return err
 	case decide.IsBadRequest(err):
-		return ipc.Errorf(ipc.CodeInvalidParams, "%v", err)
+		return api.Errorf(api.CodeInvalidParams, "%v", err)
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return ipc.Errorf(ipc.CodeShuttingDown, "the daemon stopped while this request ran: %v", err)
+		return api.Errorf(api.CodeShuttingDown, "the daemon stopped while this request ran: %v", err)
 	default:
-		return ipc.Errorf(ipc.CodeInternal, "%v", fmt.Errorf("decide: %w", err))
+		return api.Errorf(api.CodeInternal, "%v", fmt.Errorf("decide: %w", err))
 	}
 }
 

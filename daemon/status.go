@@ -1,28 +1,10 @@
 package daemon
 
 import (
-	"github.com/startlux/startlux/ipc"
 	"sort"
 	"sync"
 	"time"
 )
-
-// The states of the daemon's model, as status reports them.
-const (
-	StateLoading = ipc.StateLoading
-	StateWarming = ipc.StateWarming
-	StateReady   = ipc.StateReady
-	StateFailed  = ipc.StateFailed
-)
-
-// Status is what the status method returns (the wire type of package ipc).
-type Status = ipc.Status
-
-// ModelStatus describes a model.
-type ModelStatus = ipc.ModelStatus
-
-// LoadProgress reports a load under way.
-type LoadProgress = ipc.LoadProgress
 
 // latencies keeps the most recent request latencies.
 type latencies struct {

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/startlux/startlux"
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/backends"
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
@@ -241,7 +242,7 @@ type Daemon struct {
 	Answers bool `json:"answers"`
 	// Reported is the daemon's status, as its status method returns it
 	// (nil when no daemon answers).
-	Reported *ipc.Status `json:"daemon_status"`
+	Reported *api.Status `json:"daemon_status"`
 }
 
 func checkDaemon(ctx context.Context, socket string, timeout time.Duration) Daemon {
@@ -252,12 +253,12 @@ func checkDaemon(ctx context.Context, socket string, timeout time.Duration) Daem
 		return Daemon{Check: failedf("no daemon answers at %s: %v", socket, err)}
 	}
 	defer c.Close()
-	var st ipc.Status
-	if err := c.Call(ctx, "status", nil, &st); err != nil {
+	var st api.Status
+	if err := c.Call(ctx, api.MethodStatus, nil, &st); err != nil {
 		return Daemon{Check: failedf("the daemon at %s did not give its status: %v", socket, err)}
 	}
 	d := Daemon{Check: ok(), Answers: true, Reported: &st}
-	if st.State == ipc.StateFailed {
+	if st.State == api.StateFailed {
 		d.Check = failedf("the daemon runs, but its model failed to load: %s", st.Error)
 	}
 	return d
@@ -285,7 +286,7 @@ type Model struct {
 
 func checkModels(dir string) Models {
 	if dir == "" {
-		d, err := ipc.ModelsDir()
+		d, err := api.ModelsDir()
 		if err != nil {
 			return Models{Check: failed(err), Models: []Model{}}
 		}

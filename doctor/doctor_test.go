@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/ipc"
 )
@@ -167,7 +168,7 @@ func TestModelsCheck(t *testing.T) {
 
 func TestDaemonCheck(t *testing.T) {
 	ctx := context.Background()
-	sock := filepath.Join(t.TempDir(), "run", "s.sock") // Listen makes run/ 0700
+	sock := filepath.Join(t.TempDir(), "run", "s.sock") // Listen makes run/ private
 	if d := checkDaemon(ctx, sock, time.Second); d.Status != Failed || d.Answers || d.Reported != nil || !strings.Contains(d.Reason, "no daemon answers") {
 		t.Errorf("no daemon: %+v", d)
 	}
@@ -175,12 +176,12 @@ func TestDaemonCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := ipc.StateReady
+	state := api.StateReady
 	srv := ipc.NewServer(ipc.HandlerFunc(func(ctx context.Context, req *ipc.Request) (any, error) {
 		if req.Method != "status" {
 			return nil, errors.New("unexpected method")
 		}
-		return ipc.Status{State: state, Error: "bad weights", Model: ipc.ModelStatus{Name: "demo", Backend: "cpu"}, PID: 77}, nil
+		return api.Status{State: state, Error: "bad weights", Model: api.ModelStatus{Name: "demo", Backend: "cpu"}, PID: 77}, nil
 	}), ipc.ServerOptions{})
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Shutdown(context.Background()) })
@@ -188,7 +189,7 @@ func TestDaemonCheck(t *testing.T) {
 	if d.Status != OK || !d.Answers || d.Reported == nil || d.Reported.PID != 77 || d.Reported.Model.Name != "demo" {
 		t.Errorf("a ready daemon: %+v", d)
 	}
-	state = ipc.StateFailed
+	state = api.StateFailed
 	if d := checkDaemon(ctx, sock, 2*time.Second); d.Status != Failed || !d.Answers || !strings.Contains(d.Reason, "bad weights") {
 		t.Errorf("a daemon whose model failed: %+v", d)
 	}

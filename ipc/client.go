@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/startlux/startlux/api"
 )
 
 // defaultWriteTimeout bounds a request write when the call's context has no
@@ -104,7 +106,7 @@ func (cl *Client) readLoop() {
 			// The daemon could not read one of our frames; we cannot tell
 			// which, so nothing on this connection can be trusted.
 			if r.err == nil {
-				r.err = Errorf(CodeInternal, "response without an id")
+				r.err = api.Errorf(api.CodeInternal, "response without an id")
 			}
 			cl.fail(fmt.Errorf("ipc: the daemon rejected a frame: %w", r.err))
 			return
@@ -123,7 +125,7 @@ func (cl *Client) readLoop() {
 // result into result (a pointer; *msgpack.RawMessage keeps the bytes as
 // they came; nil discards the result). params may be nil, a
 // [msgpack.RawMessage] holding one encoded value, or anything [Marshal]
-// encodes. A protocol error from the daemon is returned as an [*Error]. When
+// encodes. A protocol error from the daemon is returned as an [*api.Error]. When
 // ctx ends first Call returns ctx's error; the daemon may still finish the
 // request, and its response is dropped.
 func (cl *Client) Call(ctx context.Context, method string, params, result any) error {
@@ -229,6 +231,19 @@ func decodeResult(method string, raw msgpack.RawMessage, result any) error {
 	}
 	if err := Unmarshal(raw, result); err != nil {
 		return fmt.Errorf("%s: decode result: %w", method, err)
+	}
+	return nil
+}
+
+// DecodeBatchItem decodes one item of a decide_batch result into resp. An
+// item that holds an error instead is returned as its [*api.Error].
+func DecodeBatchItem(item msgpack.RawMessage, resp *api.Response) error {
+	var failed api.BatchError
+	if err := Unmarshal(item, &failed); err == nil && failed.Error != nil {
+		return failed.Error
+	}
+	if err := Unmarshal(item, resp); err != nil {
+		return fmt.Errorf("decode a decide_batch item: %w", err)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@
 // decide layer sees requests with their key order intact. [FromJSON] and
 // [ToJSON] convert between JSON and msgpack keeping key order.
 //
-// The package depends on nothing above it; the daemon, the app and clients
-// share it.
+// What travels (method names, params, results, error codes) is declared in
+// package api; ipc carries it. The package depends on nothing above it; the
+// daemon, the app and clients share it.
 package ipc

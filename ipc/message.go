@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/startlux/startlux/api"
 )
 
 // Request is one call as the server's [Handler] sees it.
@@ -24,30 +26,30 @@ type Request struct {
 // protocol error (bad_frame when the body is not one msgpack map, bad_request
 // when the map's fields are wrong) and, when the id could be read, hasID so
 // the error response can carry it.
-func parseRequest(body []byte) (req Request, hasID bool, perr *Error) {
+func parseRequest(body []byte) (req Request, hasID bool, perr *api.Error) {
 	s := scanner{b: body}
 	t, err := s.next()
 	if err != nil {
-		return req, false, Errorf(CodeBadFrame, "frame body is not msgpack: %v", err)
+		return req, false, api.Errorf(api.CodeBadFrame, "frame body is not msgpack: %v", err)
 	}
 	if t.kind != kMap {
-		return req, false, Errorf(CodeBadFrame, "frame body is a msgpack %s, want a map", t.kind)
+		return req, false, api.Errorf(api.CodeBadFrame, "frame body is a msgpack %s, want a map", t.kind)
 	}
-	var badField *Error
+	var badField *api.Error
 	hasMethod := false
 	for i := 0; i < t.n; i++ {
 		k, err := s.next()
 		if err != nil {
-			return req, hasID, Errorf(CodeBadFrame, "frame body: key %d: %v", i, err)
+			return req, hasID, api.Errorf(api.CodeBadFrame, "frame body: key %d: %v", i, err)
 		}
 		start := s.pos
 		if err := s.skip(1); err != nil {
-			return req, hasID, Errorf(CodeBadFrame, "frame body: value of key %d: %v", i, err)
+			return req, hasID, api.Errorf(api.CodeBadFrame, "frame body: value of key %d: %v", i, err)
 		}
 		val := body[start:s.pos]
 		if k.kind != kStr {
 			if badField == nil {
-				badField = Errorf(CodeBadRequest, "request map key %d is a %s, want a string", i, k.kind)
+				badField = api.Errorf(api.CodeBadRequest, "request map key %d is a %s, want a string", i, k.kind)
 			}
 			continue
 		}
@@ -61,7 +63,7 @@ func parseRequest(body []byte) (req Request, hasID bool, perr *Error) {
 			case v.kind == kInt && v.i >= 0:
 				req.ID, hasID = uint64(v.i), true
 			case badField == nil:
-				badField = Errorf(CodeBadRequest, "request id is a %s, want a non-negative integer", v.kind)
+				badField = api.Errorf(api.CodeBadRequest, "request id is a %s, want a non-negative integer", v.kind)
 			}
 		case "method":
 			vs := scanner{b: val}
@@ -69,7 +71,7 @@ func parseRequest(body []byte) (req Request, hasID bool, perr *Error) {
 			if v.kind == kStr {
 				req.Method, hasMethod = string(v.data), true
 			} else if badField == nil {
-				badField = Errorf(CodeBadRequest, "request method is a %s, want a string", v.kind)
+				badField = api.Errorf(api.CodeBadRequest, "request method is a %s, want a string", v.kind)
 			}
 		case "params":
 			if len(val) == 1 && val[0] == 0xc0 {
@@ -82,16 +84,16 @@ func parseRequest(body []byte) (req Request, hasID bool, perr *Error) {
 		}
 	}
 	if s.pos != len(body) {
-		return req, hasID, Errorf(CodeBadFrame, "frame body has %d bytes after the request map", len(body)-s.pos)
+		return req, hasID, api.Errorf(api.CodeBadFrame, "frame body has %d bytes after the request map", len(body)-s.pos)
 	}
 	if badField != nil {
 		return req, hasID, badField
 	}
 	if !hasID {
-		return req, false, Errorf(CodeBadRequest, "request has no id")
+		return req, false, api.Errorf(api.CodeBadRequest, "request has no id")
 	}
 	if !hasMethod {
-		return req, true, Errorf(CodeBadRequest, "request %d has no method", req.ID)
+		return req, true, api.Errorf(api.CodeBadRequest, "request %d has no method", req.ID)
 	}
 	return req, true, nil
 }
@@ -117,12 +119,12 @@ type response struct {
 	id     uint64
 	hasID  bool
 	result msgpack.RawMessage
-	err    *Error
+	err    *api.Error
 }
 
 // appendResponse encodes a response: {id, result} or {id, error}. The id is
 // nil when hasID is false (the request's id could not be read).
-func appendResponse(b []byte, id uint64, hasID bool, result msgpack.RawMessage, perr *Error) []byte {
+func appendResponse(b []byte, id uint64, hasID bool, result msgpack.RawMessage, perr *api.Error) []byte {
 	b = appendMapLen(b, 2)
 	b = appendStr(b, "id")
 	if hasID {
@@ -202,7 +204,7 @@ func parseResponse(body []byte) (response, error) {
 }
 
 // parseErrorMap decodes {code, message}.
-func parseErrorMap(val []byte) (*Error, error) {
+func parseErrorMap(val []byte) (*api.Error, error) {
 	s := scanner{b: val}
 	t, _ := s.next()
 	if t.kind == kNil {
@@ -211,7 +213,7 @@ func parseErrorMap(val []byte) (*Error, error) {
 	if t.kind != kMap {
 		return nil, fmt.Errorf("response error is a %s, want a map", t.kind)
 	}
-	e := &Error{}
+	e := &api.Error{}
 	for i := 0; i < t.n; i++ {
 		k, _ := s.next()
 		v, err := s.next()
@@ -224,7 +226,7 @@ func parseErrorMap(val []byte) (*Error, error) {
 		if k.kind == kStr && v.kind == kStr {
 			switch string(k.data) {
 			case "code":
-				e.Code = Code(v.data)
+				e.Code = api.Code(v.data)
 			case "message":
 				e.Message = string(v.data)
 			}

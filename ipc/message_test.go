@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/startlux/startlux/api"
 )
 
 // mp encodes v with the library, as an independent encoder would.
@@ -41,7 +43,7 @@ func TestParseRequest(t *testing.T) {
 	cases := []struct {
 		name       string
 		body       []byte
-		code       Code // "" for success
+		code       api.Code // "" for success
 		hasID      bool
 		id         uint64
 		method     string
@@ -52,18 +54,18 @@ func TestParseRequest(t *testing.T) {
 		{"nil params", orderedMap(t, "id", 3, "method", "status", "params", nil), "", true, 3, "status", nil},
 		{"unknown key ignored", orderedMap(t, "id", 4, "method", "ping", "trace", []int{1}), "", true, 4, "ping", nil},
 		{"int8 id", orderedMap(t, "id", int8(5), "method", "ping"), "", true, 5, "ping", nil},
-		{"not msgpack", []byte{0xc1}, CodeBadFrame, false, 0, "", nil},
-		{"empty body", []byte{}, CodeBadFrame, false, 0, "", nil},
-		{"array", mp(t, []int{1, 2}), CodeBadFrame, false, 0, "", nil},
-		{"trailing", append(orderedMap(t, "id", 1, "method", "ping"), 0x00), CodeBadFrame, true, 1, "", nil},
-		{"truncated map", orderedMap(t, "id", 1, "method", "ping")[:5], CodeBadFrame, true, 1, "", nil},
-		{"missing id", orderedMap(t, "method", "ping"), CodeBadRequest, false, 0, "", nil},
-		{"missing method", orderedMap(t, "id", 9), CodeBadRequest, true, 9, "", nil},
-		{"negative id", orderedMap(t, "id", -1, "method", "ping"), CodeBadRequest, false, 0, "", nil},
-		{"float id", orderedMap(t, "id", 1.0, "method", "ping"), CodeBadRequest, false, 0, "", nil},
-		{"string id", orderedMap(t, "id", "1", "method", "ping"), CodeBadRequest, false, 0, "", nil},
-		{"method not string", orderedMap(t, "id", 2, "method", 5), CodeBadRequest, true, 2, "", nil},
-		{"non-string key", orderedMap(t, 1, 2, "id", 2, "method", "ping"), CodeBadRequest, true, 2, "", nil},
+		{"not msgpack", []byte{0xc1}, api.CodeBadFrame, false, 0, "", nil},
+		{"empty body", []byte{}, api.CodeBadFrame, false, 0, "", nil},
+		{"array", mp(t, []int{1, 2}), api.CodeBadFrame, false, 0, "", nil},
+		{"trailing", append(orderedMap(t, "id", 1, "method", "ping"), 0x00), api.CodeBadFrame, true, 1, "", nil},
+		{"truncated map", orderedMap(t, "id", 1, "method", "ping")[:5], api.CodeBadFrame, true, 1, "", nil},
+		{"missing id", orderedMap(t, "method", "ping"), api.CodeBadRequest, false, 0, "", nil},
+		{"missing method", orderedMap(t, "id", 9), api.CodeBadRequest, true, 9, "", nil},
+		{"negative id", orderedMap(t, "id", -1, "method", "ping"), api.CodeBadRequest, false, 0, "", nil},
+		{"float id", orderedMap(t, "id", 1.0, "method", "ping"), api.CodeBadRequest, false, 0, "", nil},
+		{"string id", orderedMap(t, "id", "1", "method", "ping"), api.CodeBadRequest, false, 0, "", nil},
+		{"method not string", orderedMap(t, "id", 2, "method", 5), api.CodeBadRequest, true, 2, "", nil},
+		{"non-string key", orderedMap(t, 1, 2, "id", 2, "method", "ping"), api.CodeBadRequest, true, 2, "", nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -101,7 +103,7 @@ func TestResponseLibraryDecodes(t *testing.T) {
 	if r, _ := got["result"].(map[string]any); r["x"] != 1.5 {
 		t.Errorf("result decoded as %#v", got["result"])
 	}
-	bad := appendResponse(nil, 0, false, nil, Errorf(CodeBadFrame, "nope"))
+	bad := appendResponse(nil, 0, false, nil, api.Errorf(api.CodeBadFrame, "nope"))
 	got = nil
 	if err := msgpack.Unmarshal(bad, &got); err != nil {
 		t.Fatal(err)
@@ -115,7 +117,7 @@ func TestResponseLibraryDecodes(t *testing.T) {
 
 	lib := orderedMap(t, "error", map[string]string{"code": "overloaded", "message": "busy"}, "id", 77)
 	r, err := parseResponse(lib)
-	if err != nil || !r.hasID || r.id != 77 || r.err == nil || r.err.Code != CodeOverloaded || r.err.Message != "busy" {
+	if err != nil || !r.hasID || r.id != 77 || r.err == nil || r.err.Code != api.CodeOverloaded || r.err.Message != "busy" {
 		t.Fatalf("parseResponse = %+v, %v", r, err)
 	}
 	for name, body := range map[string][]byte{

@@ -16,6 +16,8 @@ import (
 
 	"github.com/vmihailenco/msgpack/v5"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/startlux/startlux/api"
 )
 
 // Handler answers requests. ServeIPC is called on its own goroutine for
@@ -23,8 +25,8 @@ import (
 // when the client goes away or the server is stopped hard. The result is
 // encoded with msgpack (struct fields by their msgpack tag, else their json
 // tag); a [msgpack.RawMessage] result is sent as it is. An error that wraps
-// an [*Error] is sent with its code; a context error as [CodeCanceled]; any
-// other as [CodeInternal].
+// an [*api.Error] is sent with its code; a context error as [api.CodeCanceled]; any
+// other as [api.CodeInternal].
 type Handler interface {
 	ServeIPC(ctx context.Context, req *Request) (any, error)
 }
@@ -222,7 +224,7 @@ func (s *Server) start(c net.Conn) {
 }
 
 // Shutdown stops the server gracefully: it stops accepting, answers requests
-// that arrive from now on with [CodeShuttingDown], waits for the requests
+// that arrive from now on with [api.CodeShuttingDown], waits for the requests
 // already being handled to finish and their responses to be written, then
 // closes every connection. If ctx ends first, running handlers are canceled,
 // connections closed, and ctx's error returned.
@@ -295,7 +297,7 @@ func (sc *serverConn) serve() {
 		held := int64(len(body)) // of s.bytes, given back when the request is done
 		if err != nil {
 			if errors.Is(err, ErrFrameTooLarge) {
-				sc.write(appendResponse(nil, 0, false, nil, Errorf(CodeFrameTooLarge, "%v", err)))
+				sc.write(appendResponse(nil, 0, false, nil, api.Errorf(api.CodeFrameTooLarge, "%v", err)))
 				sc.linger()
 			} else if errors.Is(err, io.EOF) {
 				sc.drain(&handlers)
@@ -312,7 +314,7 @@ func (sc *serverConn) serve() {
 		}
 		if !s.begin() {
 			s.bytes.Release(held)
-			sc.write(appendResponse(nil, req.ID, true, nil, Errorf(CodeShuttingDown, "the daemon is shutting down")))
+			sc.write(appendResponse(nil, req.ID, true, nil, api.Errorf(api.CodeShuttingDown, "the daemon is shutting down")))
 			continue
 		}
 		req.PeerUID = sc.uid
@@ -432,12 +434,12 @@ func (sc *serverConn) handle(req *Request) {
 	if err != nil {
 		out = appendResponse(nil, req.ID, true, nil, toProtocolError(err))
 	} else if raw, eerr := encodeResult(res); eerr != nil {
-		out = appendResponse(nil, req.ID, true, nil, Errorf(CodeInternal, "encode %s result: %v", req.Method, eerr))
+		out = appendResponse(nil, req.ID, true, nil, api.Errorf(api.CodeInternal, "encode %s result: %v", req.Method, eerr))
 	} else {
 		out = appendResponse(nil, req.ID, true, raw, nil)
 	}
 	if len(out) > sc.s.opts.FrameLimit {
-		out = appendResponse(nil, req.ID, true, nil, Errorf(CodeInternal,
+		out = appendResponse(nil, req.ID, true, nil, api.Errorf(api.CodeInternal,
 			"the %s result is %d bytes, over the frame limit of %d", req.Method, len(out), sc.s.opts.FrameLimit))
 	}
 	sc.write(out)
@@ -449,22 +451,22 @@ func (sc *serverConn) callHandler(req *Request) (res any, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			sc.s.opts.Logger.Error("handler panicked", "method", req.Method, "panic", p)
-			res, err = nil, Errorf(CodeInternal, "%s: panic: %v", req.Method, p)
+			res, err = nil, api.Errorf(api.CodeInternal, "%s: panic: %v", req.Method, p)
 		}
 	}()
 	return sc.s.h.ServeIPC(sc.ctx, req)
 }
 
 // toProtocolError maps a handler's error to the one sent.
-func toProtocolError(err error) *Error {
-	var e *Error
+func toProtocolError(err error) *api.Error {
+	var e *api.Error
 	switch {
 	case errors.As(err, &e):
 		return e
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return Errorf(CodeCanceled, "%v", err)
+		return api.Errorf(api.CodeCanceled, "%v", err)
 	default:
-		return Errorf(CodeInternal, "%v", err)
+		return api.Errorf(api.CodeInternal, "%v", err)
 	}
 }
 

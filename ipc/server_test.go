@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/startlux/startlux/api"
 )
 
 // echoParams is what the test handler understands.
@@ -34,7 +36,7 @@ func (h *testHandler) ServeIPC(ctx context.Context, req *Request) (any, error) {
 	case "echo":
 		var p echoParams
 		if err := Unmarshal(req.Params, &p); err != nil {
-			return nil, Errorf(CodeInvalidParams, "echo: %v", err)
+			return nil, api.Errorf(api.CodeInvalidParams, "echo: %v", err)
 		}
 		select {
 		case <-time.After(time.Duration(p.SleepMS) * time.Millisecond):
@@ -51,7 +53,7 @@ func (h *testHandler) ServeIPC(ctx context.Context, req *Request) (any, error) {
 	case "panic":
 		panic("boom")
 	}
-	return nil, Errorf(CodeUnknownMethod, "no method %q", req.Method)
+	return nil, api.Errorf(api.CodeUnknownMethod, "no method %q", req.Method)
 }
 
 // startServer listens on a fresh socket and serves h; it returns the path.
@@ -208,21 +210,21 @@ func TestBadInput(t *testing.T) {
 	cases := []struct {
 		name       string
 		write      []byte
-		code       Code // "" when the connection must just close
-		thenUsable bool // the same connection answers a ping afterwards
+		code       api.Code // "" when the connection must just close
+		thenUsable bool     // the same connection answers a ping afterwards
 	}{
-		{"garbage bytes", []byte("this is not a frame at all, just text\n"), CodeFrameTooLarge, false},
-		{"oversize length", []byte{0x7f, 0, 0, 0}, CodeFrameTooLarge, false},
+		{"garbage bytes", []byte("this is not a frame at all, just text\n"), api.CodeFrameTooLarge, false},
+		{"oversize length", []byte{0x7f, 0, 0, 0}, api.CodeFrameTooLarge, false},
 		{"truncated frame", append(frame(make([]byte, 50)), 1, 2, 3), "", false},
-		{"body not msgpack", append(frame([]byte{0xc1, 0xc1}), 0xc1, 0xc1), CodeBadFrame, true},
-		{"body not a map", append(frame([]byte{0x93, 1, 2, 3}), 0x93, 1, 2, 3), CodeBadFrame, true},
-		{"unknown method", mustFrame(appendRequest(nil, 5, "frobnicate", nil)), CodeUnknownMethod, true},
-		{"method wrong type", mustFrame(orderedMap(t, "id", 6, "method", 42)), CodeBadRequest, true},
-		{"id wrong type", mustFrame(orderedMap(t, "id", "six", "method", "ping")), CodeBadRequest, true},
-		{"params wrong types", mustFrame(appendRequest(nil, 7, "echo", mp(t, map[string]any{"value": "ten"}))), CodeInvalidParams, true},
-		{"params malformed", mustFrame(append(orderedMap(t, "id", 8, "method", "echo")[:0:0], append([]byte{0x83}, append(orderedMap(t, "id", 8, "method", "echo")[1:], 0xa6, 'p', 'a', 'r', 'a', 'm', 's', 0xdc, 0, 5)...)...)), CodeBadFrame, true},
-		{"handler error", mustFrame(appendRequest(nil, 9, "fail", nil)), CodeInternal, true},
-		{"handler panic", mustFrame(appendRequest(nil, 10, "panic", nil)), CodeInternal, true},
+		{"body not msgpack", append(frame([]byte{0xc1, 0xc1}), 0xc1, 0xc1), api.CodeBadFrame, true},
+		{"body not a map", append(frame([]byte{0x93, 1, 2, 3}), 0x93, 1, 2, 3), api.CodeBadFrame, true},
+		{"unknown method", mustFrame(appendRequest(nil, 5, "frobnicate", nil)), api.CodeUnknownMethod, true},
+		{"method wrong type", mustFrame(orderedMap(t, "id", 6, "method", 42)), api.CodeBadRequest, true},
+		{"id wrong type", mustFrame(orderedMap(t, "id", "six", "method", "ping")), api.CodeBadRequest, true},
+		{"params wrong types", mustFrame(appendRequest(nil, 7, "echo", mp(t, map[string]any{"value": "ten"}))), api.CodeInvalidParams, true},
+		{"params malformed", mustFrame(append(orderedMap(t, "id", 8, "method", "echo")[:0:0], append([]byte{0x83}, append(orderedMap(t, "id", 8, "method", "echo")[1:], 0xa6, 'p', 'a', 'r', 'a', 'm', 's', 0xdc, 0, 5)...)...)), api.CodeBadFrame, true},
+		{"handler error", mustFrame(appendRequest(nil, 9, "fail", nil)), api.CodeInternal, true},
+		{"handler panic", mustFrame(appendRequest(nil, 10, "panic", nil)), api.CodeInternal, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -239,7 +241,7 @@ func TestBadInput(t *testing.T) {
 			case c.code != "" && (resp.err == nil || resp.err.Code != c.code):
 				t.Fatalf("response %+v (err %v), want code %s", resp, resp.err, c.code)
 			}
-			if c.code == CodeFrameTooLarge {
+			if c.code == api.CodeFrameTooLarge {
 				if _, closed := r.recv(); !closed {
 					t.Fatalf("connection still open after frame_too_large")
 				}
@@ -279,8 +281,8 @@ func TestCallErrorsAndCancel(t *testing.T) {
 	_, path := startServer(t, &testHandler{}, ServerOptions{})
 	c := dial(t, path)
 	err := c.Call(context.Background(), "nope", nil, nil)
-	var perr *Error
-	if !errors.As(err, &perr) || perr.Code != CodeUnknownMethod {
+	var perr *api.Error
+	if !errors.As(err, &perr) || perr.Code != api.CodeUnknownMethod {
 		t.Fatalf("unknown method: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -335,7 +337,7 @@ func TestShutdownFinishesInFlight(t *testing.T) {
 	go func() { shut <- s.Shutdown(context.Background()) }()
 	time.Sleep(50 * time.Millisecond)
 	err = c.Call(context.Background(), "ping", nil, nil)
-	if ErrorCode(err) != CodeShuttingDown {
+	if api.ErrorCode(err) != api.CodeShuttingDown {
 		t.Errorf("call during shutdown: %v, want shutting_down", err)
 	}
 	if err := <-slow; err != nil {

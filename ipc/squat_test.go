@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/internal/testenv"
 )
 
@@ -79,7 +80,7 @@ func squat(path string) error {
 					return
 				}
 				say("request " + req.Method)
-				forged, _ := Marshal(Status{State: StateReady, Model: ModelStatus{Name: "forged"}})
+				forged, _ := Marshal(api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "forged"}})
 				WriteFrame(c, appendResponse(nil, req.ID, true, forged, nil))
 			}
 		}()
@@ -273,8 +274,8 @@ func TestClientRefusesSquatter(t *testing.T) {
 	}
 	cl := NewClient(c, DefaultFrameLimit)
 	defer cl.Close()
-	var st Status
-	if err := cl.Call(ctx, "status", nil, &st); err != nil || st.Model.Name != "forged" {
+	var st api.Status
+	if err := cl.Call(ctx, api.MethodStatus, nil, &st); err != nil || st.Model.Name != "forged" {
 		t.Fatalf("unchecked client: %+v, %v; want the forged status", st, err)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/app"
 )
 
@@ -67,7 +68,7 @@ func run(args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(items)
 	}
-	models, err := app.ModelsDir()
+	models, err := api.ModelsDir()
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"io"
 
 	"github.com/startlux/startlux"
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/decide"
 )
@@ -70,7 +71,7 @@ func openDecideEngine(f *decideFlags) (*decide.Engine, error) {
 	dir := ""
 	if !f.local {
 		// A name in the models folder, "demo" or a directory, as serve --model takes.
-		modelsDir, err := daemon.ModelsDir()
+		modelsDir, err := api.ModelsDir()
 		if err != nil {
 			return nil, err
 		}
@@ -120,7 +121,7 @@ func decideInProcess(ctx context.Context, env *cmdEnv, f *decideFlags, body []by
 		if runErrs[0] != nil {
 			return runErrs[0]
 		}
-		return enc.Encode(resps[0])
+		return enc.Encode(daemon.WireResponse(resps[0]))
 	}
 	out := make([]any, len(reqs))
 	k := 0
@@ -128,7 +129,7 @@ func decideInProcess(ctx context.Context, env *cmdEnv, f *decideFlags, body []by
 		err := errs[i]
 		if err == nil {
 			if err = runErrs[k]; err == nil {
-				out[i] = resps[k]
+				out[i] = daemon.WireResponse(resps[k])
 			}
 			k++
 		}

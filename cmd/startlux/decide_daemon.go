@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
-	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/ipc"
 )
@@ -33,29 +34,24 @@ func decideViaDaemon(ctx context.Context, env *cmdEnv, socket string, body []byt
 	defer c.Close()
 	enc := json.NewEncoder(env.stdout)
 	if !isBatch(body) {
-		var resp decide.Response
-		if err := c.Call(ctx, daemon.MethodDecide, params, &resp); err != nil {
+		var resp api.Response
+		if err := c.Call(ctx, api.MethodDecide, params, &resp); err != nil {
 			return fmt.Errorf("decide: %w", err)
 		}
 		return enc.Encode(&resp)
 	}
-	var res daemon.BatchResult
-	if err := c.Call(ctx, daemon.MethodDecideBatch, params, &res); err != nil {
+	var res api.BatchResult
+	if err := c.Call(ctx, api.MethodDecideBatch, params, &res); err != nil {
 		return fmt.Errorf("decide: %w", err)
 	}
 	out := make([]any, len(res.Responses))
 	for i, raw := range res.Responses {
-		var item struct {
-			Error *struct {
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		if err := ipc.Unmarshal(raw, &item); err == nil && item.Error != nil {
-			out[i] = map[string]string{"error": item.Error.Message}
+		var resp api.Response
+		var perr *api.Error
+		if err := ipc.DecodeBatchItem(raw, &resp); errors.As(err, &perr) {
+			out[i] = map[string]string{"error": perr.Message}
 			continue
-		}
-		var resp decide.Response
-		if err := ipc.Unmarshal(raw, &resp); err != nil {
+		} else if err != nil {
 			return fmt.Errorf("decide: response %d: %w", i, err)
 		}
 		out[i] = &resp

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/startlux/startlux/ipc"
+	"github.com/startlux/startlux/api"
 )
 
 // doctorFields are the report's sections and the fields each must carry
@@ -116,7 +116,7 @@ func TestDoctor(t *testing.T) {
 	for {
 		r = doctorJSON(t, "--socket", live, "--no-emulator")
 		st, _ := r["daemon"]["daemon_status"].(map[string]any)
-		if r["daemon"]["status"] == "ok" && st["state"] == ipc.StateReady {
+		if r["daemon"]["status"] == "ok" && st["state"] == api.StateReady {
 			if r["daemon"]["answers"] != true || st["pid"] == nil {
 				t.Errorf("daemon: %v", r["daemon"])
 			}

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/eval"
 	"github.com/startlux/startlux/eval/chart"
@@ -179,8 +179,8 @@ func (d daemonDecider) DecideBatch(ctx context.Context, reqs []*decide.Request) 
 	params := struct {
 		Requests []*decide.Request `msgpack:"requests"`
 	}{reqs}
-	var res daemon.BatchResult
-	err := d.c.Call(ctx, daemon.MethodDecideBatch, params, &res)
+	var res api.BatchResult
+	err := d.c.Call(ctx, api.MethodDecideBatch, params, &res)
 	if err == nil && len(res.Responses) != len(reqs) {
 		err = fmt.Errorf("the daemon answered %d of %d requests", len(res.Responses), len(reqs))
 	}
@@ -191,23 +191,28 @@ func (d daemonDecider) DecideBatch(ctx context.Context, reqs []*decide.Request) 
 		return resps, errs
 	}
 	for i, raw := range res.Responses {
-		var item struct {
-			Error *struct {
-				Message string `msgpack:"message"`
-			} `msgpack:"error"`
-		}
-		if err := ipc.Unmarshal(raw, &item); err == nil && item.Error != nil {
-			errs[i] = errors.New(item.Error.Message)
+		var resp api.Response
+		var perr *api.Error
+		if err := ipc.DecodeBatchItem(raw, &resp); errors.As(err, &perr) {
+			errs[i] = errors.New(perr.Message)
 			continue
-		}
-		var resp decide.Response
-		if err := ipc.Unmarshal(raw, &resp); err != nil {
+		} else if err != nil {
 			errs[i] = fmt.Errorf("response %d: %w", i, err)
 			continue
 		}
-		resps[i] = &resp
+		resps[i] = fromWire(&resp)
 	}
 	return resps, errs
+}
+
+// fromWire is a decision response from the daemon as eval reads it (no
+// letter logits: they do not travel).
+func fromWire(w *api.Response) *decide.Response {
+	r := &decide.Response{Answers: make(decide.Answers, len(w.Answers)), Tokens: w.Tokens, CachedTokens: w.CachedTokens, ElapsedMS: w.ElapsedMS}
+	for i, a := range w.Answers {
+		r.Answers[i] = decide.Answer{Name: a.Name, Options: a.Options, Probs: a.Probs, Answer: a.Answer, Expected: a.Expected}
+	}
+	return r
 }
 
 var _ eval.Decider = daemonDecider{}

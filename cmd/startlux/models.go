@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/daemon"
 )
 
 // runModels is "startlux models": the checkpoints in the models folder,
 // the current one marked when a daemon answers.
 func runModels(ctx context.Context, env *cmdEnv, args []string) error {
-	dir, err := daemon.ModelsDir()
+	dir, err := api.ModelsDir()
 	if err != nil {
 		return fmt.Errorf("models: %w", err)
 	}
@@ -35,8 +36,8 @@ func runModels(ctx context.Context, env *cmdEnv, args []string) error {
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if c, err := dialDaemon(dctx, *socket); err == nil {
-		var served []daemon.ModelEntry
-		if err := c.Call(dctx, daemon.MethodModels, nil, &served); err == nil {
+		var served []api.ModelEntry
+		if err := c.Call(dctx, api.MethodModels, nil, &served); err == nil {
 			list = served
 		}
 		c.Close()

@@ -5,14 +5,14 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/hub"
 )
 
 // printModels writes the models listing as a table: where each model came
 // from, its size, how its weights are stored and whether it can be loaded
 // and is calibrated; the current one is marked with '*'.
-func printModels(stdout, stderr io.Writer, dir string, list []daemon.ModelEntry) error {
+func printModels(stdout, stderr io.Writer, dir string, list []api.ModelEntry) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  NAME\tSOURCE\tREVISION\tSIZE\tWEIGHTS\tSTATUS")
 	for _, m := range list {

@@ -12,14 +12,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/hub"
 )
 
 // runPull is "startlux pull REPO[@REVISION] [--name NAME]": download a
 // checkpoint from the Hugging Face Hub into the models folder.
 func runPull(ctx context.Context, env *cmdEnv, args []string) error {
-	dir, err := daemon.ModelsDir()
+	dir, err := api.ModelsDir()
 	if err != nil {
 		return fmt.Errorf("pull: %w", err)
 	}
@@ -92,7 +92,7 @@ func runPull(ctx context.Context, env *cmdEnv, args []string) error {
 // checkModelName refuses names that cannot be a model's directory in the
 // models folder, and the embedded model's.
 func checkModelName(name string) error {
-	if name == daemon.DemoName {
+	if name == api.DemoName {
 		return fmt.Errorf("%q is the embedded demo model's name", name)
 	}
 	return hub.CheckName(name)
@@ -217,7 +217,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // runRm is "startlux rm NAME": delete a model from the models folder.
 func runRm(ctx context.Context, env *cmdEnv, args []string) error {
-	dir, err := daemon.ModelsDir()
+	dir, err := api.ModelsDir()
 	if err != nil {
 		return fmt.Errorf("rm: %w", err)
 	}
@@ -234,7 +234,7 @@ func runRm(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	name := pos[0]
 	switch {
-	case name == daemon.DemoName:
+	case name == api.DemoName:
 		return fmt.Errorf("rm: %q is the embedded demo model: it is part of the binary and cannot be removed", name)
 	case strings.ContainsAny(name, `/\`):
 		return fmt.Errorf("rm: %q is a path: rm takes the name of a model in %s (\"startlux models\" lists them)", name, dir)
@@ -277,8 +277,8 @@ func refuseServed(ctx context.Context, socket, path, name string) error {
 		return nil // no daemon: nothing serves it
 	}
 	defer c.Close()
-	var st daemon.Status
-	if err := c.Call(dctx, daemon.MethodStatus, nil, &st); err != nil {
+	var st api.Status
+	if err := c.Call(dctx, api.MethodStatus, nil, &st); err != nil {
 		return nil
 	}
 	if st.Model.Path != "" && filepath.Clean(st.Model.Path) == filepath.Clean(path) {

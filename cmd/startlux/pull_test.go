@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/hub"
 	"github.com/startlux/startlux/hub/hubtest"
@@ -34,7 +35,7 @@ func pullEnv(t *testing.T, s *hubtest.Server, token string) string {
 	t.Setenv("XDG_RUNTIME_DIR", filepath.Join(home, "run")) // no daemon there
 	t.Setenv("HF_ENDPOINT", s.Hub.URL)
 	t.Setenv("HF_TOKEN", token)
-	dir, err := daemon.ModelsDir()
+	dir, err := api.ModelsDir()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestPullModelsRm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var list []daemon.ModelEntry
+	var list []api.ModelEntry
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list) != 3 {
 		t.Fatalf("models --json: %v\n%s", err, out)
 	}

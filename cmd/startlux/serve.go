@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/backends"
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/ipc"
@@ -38,7 +39,7 @@ func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
-	modelsDir, err := daemon.ModelsDir()
+	modelsDir, err := api.ModelsDir()
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
@@ -119,13 +120,13 @@ func modelLabel(dir string) string {
 	return dir
 }
 
-func (p *progressPrinter) show(lp daemon.LoadProgress) {
+func (p *progressPrinter) show(lp api.LoadProgress) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	newPhase := lp.Phase != p.phase
 	p.phase = lp.Phase
 	switch lp.Phase {
-	case daemon.StateLoading:
+	case api.StateLoading:
 		if p.terminal {
 			if !newPhase && time.Since(p.last) < 100*time.Millisecond && lp.Done != lp.Total {
 				return
@@ -139,17 +140,17 @@ func (p *progressPrinter) show(lp daemon.LoadProgress) {
 		} else if newPhase {
 			fmt.Fprintf(p.w, "startlux: loading %s\n", modelLabel(lp.Model))
 		}
-	case daemon.StateWarming:
+	case api.StateWarming:
 		if p.terminal {
 			fmt.Fprintf(p.w, "\r\033[Kwarming up %s", modelLabel(lp.Model))
 		} else {
 			fmt.Fprintf(p.w, "startlux: warming up %s\n", modelLabel(lp.Model))
 		}
-	case daemon.StateReady, daemon.StateFailed:
+	case api.StateReady, api.StateFailed:
 		if p.terminal {
 			fmt.Fprint(p.w, "\r\033[K")
 		}
-		if lp.Phase == daemon.StateReady {
+		if lp.Phase == api.StateReady {
 			fmt.Fprintf(p.w, "startlux: ready: %s\n", modelLabel(lp.Model))
 		} else {
 			fmt.Fprintf(p.w, "startlux: loading %s failed (\"startlux status\" says why)\n", modelLabel(lp.Model))

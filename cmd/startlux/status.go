@@ -6,7 +6,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/ipc"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -28,13 +28,13 @@ func runStatus(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	defer c.Close()
 	var raw msgpack.RawMessage
-	if err := c.Call(ctx, daemon.MethodStatus, nil, &raw); err != nil {
+	if err := c.Call(ctx, api.MethodStatus, nil, &raw); err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
 	if *asJSON {
 		return printJSON(env.stdout, raw)
 	}
-	var st daemon.Status
+	var st api.Status
 	if err := ipc.Unmarshal(raw, &st); err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
@@ -43,7 +43,7 @@ func runStatus(ctx context.Context, env *cmdEnv, args []string) error {
 }
 
 // printStatus writes the status for people.
-func printStatus(w io.Writer, st *daemon.Status) {
+func printStatus(w io.Writer, st *api.Status) {
 	fmt.Fprintf(w, "state:     %s\n", st.State)
 	if st.Error != "" {
 		fmt.Fprintf(w, "error:     %s\n", st.Error)

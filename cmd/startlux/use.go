@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/daemon"
 )
 
@@ -56,8 +57,8 @@ func runUse(ctx context.Context, env *cmdEnv, args []string) error {
 					return
 				case <-tick.C:
 				}
-				var st daemon.Status
-				if err := c.Call(ctx, daemon.MethodStatus, nil, &st); err == nil && st.Progress != nil {
+				var st api.Status
+				if err := c.Call(ctx, api.MethodStatus, nil, &st); err == nil && st.Progress != nil {
 					pr.show(*st.Progress)
 				}
 			}
@@ -65,8 +66,8 @@ func runUse(ctx context.Context, env *cmdEnv, args []string) error {
 	} else {
 		close(watched)
 	}
-	var st daemon.Status
-	err = c.Call(ctx, daemon.MethodLoad, daemon.LoadParams{Model: model}, &st)
+	var st api.Status
+	err = c.Call(ctx, api.MethodLoad, api.LoadParams{Model: model}, &st)
 	close(stop)
 	<-watched
 	if isTerminal(env.stderr) {

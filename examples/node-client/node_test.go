@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/internal/goldens"
 	"github.com/startlux/startlux/internal/testenv"
-	"github.com/startlux/startlux/ipc"
 )
 
 // TestNodeClient starts a daemon on the embedded demo model and has the
@@ -58,14 +58,14 @@ func TestNodeClient(t *testing.T) {
 		if err != nil {
 			t.Fatalf("status: %v", err)
 		}
-		var st daemon.Status
+		var st api.Status
 		if err := json.Unmarshal(out, &st); err != nil {
 			t.Fatalf("status printed %s: %v", out, err)
 		}
-		if st.State == daemon.StateReady {
+		if st.State == api.StateReady {
 			break
 		}
-		if st.State == daemon.StateFailed || time.Now().After(deadline) {
+		if st.State == api.StateFailed || time.Now().After(deadline) {
 			t.Fatalf("daemon not ready: %+v", st)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -99,7 +99,7 @@ func TestNodeClient(t *testing.T) {
 					Probs []float64 `json:"probs"`
 				} `json:"answers"`
 			} `json:"result"`
-			Error *ipc.Error `json:"error"`
+			Error *api.Error `json:"error"`
 		}
 		if err := json.Unmarshal([]byte(line), &item); err != nil || item.Result == nil {
 			t.Errorf("case %d: printed %s (%v)", i, line, err)

@@ -1,4 +1,4 @@
-package ipc
+package api
 
 import (
 	"fmt"
@@ -6,9 +6,6 @@ import (
 	"path/filepath"
 	"runtime"
 )
-
-// This file holds the results of the status and models methods and the
-// models folder: the daemon fills them in, the app and clients read them.
 
 // The states of the daemon's model, as status reports them.
 const (
@@ -102,7 +99,12 @@ type LoadProgress struct {
 	Total int64 `json:"total"`
 }
 
-// ModelsDir returns the folder where checkpoints are looked for:
+// DemoName is the name under which the embedded demo checkpoint is listed
+// and loaded.
+const DemoName = "demo"
+
+// ModelsDir returns the folder where checkpoints are looked for (the models
+// method lists it, load takes names in it, "startlux pull" writes to it):
 // ~/Library/Application Support/StartLux/Models on macOS,
 // ~/.local/share/startlux/models elsewhere (under $XDG_DATA_HOME when set).
 func ModelsDir() (string, error) {
