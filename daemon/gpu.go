@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/startlux/startlux/api"
 	"sync"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/gpucheck"
 	"github.com/startlux/startlux/metal"

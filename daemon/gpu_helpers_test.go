@@ -2,10 +2,10 @@ package daemon
 
 import (
 	"context"
-	"github.com/startlux/startlux/api"
 	"testing"
 	"time"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/ipc"

@@ -3,9 +3,9 @@
 package daemon
 
 import (
-	"github.com/startlux/startlux/api"
 	"testing"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/backends"
 )
 

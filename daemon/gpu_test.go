@@ -9,11 +9,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/startlux/startlux/api"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/gpucheck"
@@ -33,12 +36,17 @@ import (
 // emuLoader returns LoaderOptions on the emulated Metal backend with faults
 // f, falling back to the CPU backend when fallback is set.
 func emuLoader(t *testing.T, f *metal.Faults, fallback bool) LoaderOptions {
+	return emuLoaderOpts(t, metal.Options{Faults: f}, fallback)
+}
+
+// emuLoaderOpts is emuLoader with the emulated backend's options.
+func emuLoaderOpts(t *testing.T, mo metal.Options, fallback bool) LoaderOptions {
 	t.Helper()
 	if _, err := metal.NewEmulated(metal.Options{}); errors.Is(err, metal.ErrNoCompiler) {
 		testenv.Missing(t, "%v", err)
 	}
 	lo := LoaderOptions{
-		Backend: func() (tensor.Backend, error) { return metal.NewEmulated(metal.Options{Faults: f}) },
+		Backend: func() (tensor.Backend, error) { return metal.NewEmulated(mo) },
 		Check:   gpucheck.Options{NoModel: true},
 	}
 	if fallback {
@@ -136,6 +144,87 @@ func TestGPUFaultWhileOpening(t *testing.T) {
 			t.Errorf("a decision with no model: %v", err)
 		}
 	}
+}
+
+// TestGPUUnfit: a GPU backend whose kernels do not compile (the emulator's
+// compiler failing, as newLibraryWithSource would on a Mac), or whose
+// check finds a poisoned kernel, moves the load to the CPU backend with the
+// reason as the note; named explicitly (no fallback) it fails the load with
+// the same reason, and decisions fail with model_load_failed. (The poisoned
+// kernel with a fallback is TestGPUFallback's first step.)
+func TestGPUUnfit(t *testing.T) {
+	// A compiler that fails as clang does on a kernel it rejects.
+	cc := filepath.Join(t.TempDir(), "cc")
+	script := "#!/bin/sh\necho \"kernels.cpp:12:3: error: use of undeclared identifier 'simd_sumx'\" >&2\nexit 1\n"
+	if err := os.WriteFile(cc, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	poisoned := &metal.Faults{}
+	poisoned.Set(metal.Fault{Kernel: "attention", Scale: 1.5})
+	cases := []struct {
+		name      string
+		mo        metal.Options
+		reason    string // what the note and the load's error hold
+		fallbacks []bool
+	}{
+		{"compile error", metal.Options{Compiler: cc, CacheDir: t.TempDir()}, "metal emulator: compile kernels.cpp: exit status 1\nkernels.cpp:12:3: error: use of undeclared identifier 'simd_sumx'", []bool{true, false}},
+		{"poisoned attention", metal.Options{Faults: poisoned}, "attention kernel differs from the CPU by 5.0e-01 at head ", []bool{false}},
+	}
+	for _, c := range cases {
+		for _, fallback := range c.fallbacks {
+			t.Run(fmt.Sprintf("%s, fallback %v", c.name, fallback), func(t *testing.T) {
+				path := startDaemon(t, Options{Load: DecideLoader(emuLoaderOpts(t, c.mo, fallback)), ModelsDir: t.TempDir(), NoWarmup: true})
+				cl := dial(t, path)
+				st := waitSettled(t, cl)
+				if fallback {
+					if st.State != api.StateReady || !strings.HasPrefix(st.Model.Backend, "cpu") ||
+						!strings.HasPrefix(st.Model.BackendNote, gpucheck.NotePrefix) || !strings.Contains(st.Model.BackendNote, c.reason) {
+						t.Fatalf("state %s (%s), backend %q, note %q; want ready on the CPU with a note holding %q", st.State, st.Error, st.Model.Backend, st.Model.BackendNote, c.reason)
+					}
+					checkDemoAnswers(t, cl)
+					return
+				}
+				if st.State != api.StateFailed || !strings.Contains(st.Error, c.reason) {
+					t.Fatalf("state %s, error %q; want failed with %q", st.State, st.Error, c.reason)
+				}
+				var resp api.Response
+				err := cl.Call(context.Background(), api.MethodDecide, params(t, request(1)), &resp)
+				if perr, ok := errors.AsType[*api.Error](err); !ok || perr.Code != api.CodeModelLoadFailed || !strings.Contains(perr.Message, c.reason) {
+					t.Errorf("a decision with no model: %v", err)
+				}
+			})
+		}
+	}
+}
+
+// TestGPUHang: a command buffer that does not finish within the backend's
+// bound (metal.Options.CommandTimeout) fails its request with internal,
+// naming the bound, and (MaxDeviceFaults 1) moves the model to the CPU
+// backend, which answers right. The bound is far above what a wait takes
+// on the emulator and the hang lasts an hour, so the outcome does not
+// depend on the machine's speed.
+func TestGPUHang(t *testing.T) {
+	f := &metal.Faults{}
+	lo := emuLoaderOpts(t, metal.Options{Faults: f, CommandTimeout: 20 * time.Second}, true)
+	path := startDaemon(t, Options{Load: DecideLoader(lo), ModelsDir: t.TempDir(), NoWarmup: true, MaxDeviceFaults: 1})
+	cl := dial(t, path)
+	if st := waitSettled(t, cl); st.State != api.StateReady || st.Model.Backend != "metal-emu" {
+		t.Fatalf("state %s (%s), backend %q; want ready on metal-emu", st.State, st.Error, st.Model.Backend)
+	}
+	f.Set(metal.Fault{Delay: time.Hour})
+	var resp api.Response
+	err := cl.Call(context.Background(), api.MethodDecide, params(t, request(3)), &resp)
+	perr, ok := errors.AsType[*api.Error](err)
+	if !ok || perr.Code != api.CodeInternal || !strings.Contains(perr.Message, "the GPU has not finished its work within 20s") {
+		t.Fatalf("a request on a hung GPU: %v", err)
+	}
+	f.Set()
+	st := waitStatus(t, cl, func(st api.Status) bool { return strings.HasPrefix(st.Model.Backend, "cpu") })
+	if want := "Metal disabled: 1 batches in a row failed on the GPU; the last: "; !strings.HasPrefix(st.Model.BackendNote, want) ||
+		!strings.Contains(st.Model.BackendNote, "has not finished its work within 20s") {
+		t.Errorf("note %q; want it to start %q and name the bound", st.Model.BackendNote, want)
+	}
+	checkDemoAnswers(t, cl)
 }
 
 // faultyEngine is a fake engine whose batches fail with a device fault
