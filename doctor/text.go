@@ -61,6 +61,11 @@ func (r Report) WriteText(w io.Writer) error {
 	if d := r.Daemon; d.Reported != nil {
 		st := d.Reported
 		line("daemon", d.Check, "%s, model %s on %s, %d served, pid %d", st.State, st.Model.Name, st.Model.Backend, st.RequestsServed, st.PID)
+		if st.Model.BackendNote != "" {
+			// Why the model is not on the backend asked for (a GPU
+			// that failed its check or faulted).
+			fmt.Fprintf(&b, "  %-20s %s\n", "backend note", st.Model.BackendNote)
+		}
 	} else {
 		line("daemon", d.Check, "")
 	}
