@@ -332,3 +332,59 @@ func TestDeviceFaultCount(t *testing.T) {
 		})
 	}
 }
+
+// TestWarmUpFault: a device fault in the warm-up requests after a load
+// turns the GPU off with the warm-up's error as the note and loads the
+// model again (on the fallback); a warm-up failure that is no device fault
+// fails the load.
+func TestWarmUpFault(t *testing.T) {
+	for _, deviceFault := range []bool{true, false} {
+		t.Run(fmt.Sprintf("device fault %v", deviceFault), func(t *testing.T) {
+			fl := newFakeLoader()
+			first := &faultyEngine{fakeEngine: fl.engine(""), canFallBack: true, faulty: true}
+			var mu sync.Mutex
+			loads := 0
+			load := func(ctx context.Context, dir string, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				loads++
+				switch {
+				case loads == 1 && deviceFault:
+					return first, api.ModelStatus{Name: "demo", Backend: "gpu"}, nil
+				case loads == 1:
+					return &warmUpBroken{fakeEngine: fl.engine("")}, api.ModelStatus{Name: "demo", Backend: "gpu"}, nil
+				}
+				return &fakeEngine{tag: 9}, api.ModelStatus{Name: "demo", Backend: "cpu", BackendNote: "moved"}, nil
+			}
+			path := startDaemon(t, Options{Load: load, ModelsDir: t.TempDir()})
+			st := waitSettled(t, dial(t, path))
+			first.mu.Lock()
+			notes := first.notes
+			first.mu.Unlock()
+			if !deviceFault {
+				if st.State != api.StateFailed || !strings.Contains(st.Error, "warm-up: ") || !strings.Contains(st.Error, "not a device fault") || loads != 1 {
+					t.Errorf("state %s, error %q, %d loads; want failed naming the warm-up's error after one load", st.State, st.Error, loads)
+				}
+				return
+			}
+			if len(notes) != 1 || !strings.HasPrefix(notes[0], "Metal disabled: warm-up: ") || !strings.Contains(notes[0], "fake GPU: device fault") {
+				t.Errorf("FallBack called with %q, want once with the warm-up's fault", notes)
+			}
+			if st.State != api.StateReady || st.Model.Backend != "cpu" || st.Model.BackendNote != "moved" || loads != 2 {
+				t.Errorf("after the warm-up fault: state %s (%s), %+v, %d loads", st.State, st.Error, st.Model, loads)
+			}
+		})
+	}
+}
+
+// warmUpBroken is a fake engine whose batches fail with an error that is
+// no device fault.
+type warmUpBroken struct{ *fakeEngine }
+
+func (e *warmUpBroken) Run(ctx context.Context, jobs []Job, turn decide.Turn, passTokens int) ([]*decide.Response, []error) {
+	errs := make([]error, len(jobs))
+	for i := range errs {
+		errs[i] = errors.New("not a device fault")
+	}
+	return make([]*decide.Response, len(jobs)), errs
+}
