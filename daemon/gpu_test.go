@@ -227,12 +227,14 @@ func TestGPUHang(t *testing.T) {
 	checkDemoAnswers(t, cl)
 }
 
-// faultyEngine is a fake engine whose batches fail with a device fault
-// while faulty is set, and which can (canFallBack) or cannot fall back.
+// faultyEngine is a fake engine whose batches fail with err (nil: a device
+// fault) while faulty is set, and which can (canFallBack) or cannot fall
+// back.
 type faultyEngine struct {
 	*fakeEngine
 	mu          sync.Mutex // guards faulty and notes
 	faulty      bool
+	err         error
 	canFallBack bool
 	notes       []string
 }
@@ -246,9 +248,13 @@ func (e *faultyEngine) Run(ctx context.Context, jobs []Job, turn decide.Turn, pa
 	if !faulty {
 		return e.fakeEngine.Run(ctx, jobs, turn, passTokens)
 	}
+	err := e.err
+	if err == nil {
+		err = errFakeFault
+	}
 	errs := make([]error, len(jobs))
 	for i := range errs {
-		errs[i] = errFakeFault
+		errs[i] = err
 	}
 	return make([]*decide.Response, len(jobs)), errs
 }
@@ -352,7 +358,7 @@ func TestWarmUpFault(t *testing.T) {
 				case loads == 1 && deviceFault:
 					return first, api.ModelStatus{Name: "demo", Backend: "gpu"}, nil
 				case loads == 1:
-					return &warmUpBroken{fakeEngine: fl.engine("")}, api.ModelStatus{Name: "demo", Backend: "gpu"}, nil
+					return &faultyEngine{fakeEngine: fl.engine(""), faulty: true, err: errors.New("not a device fault")}, api.ModelStatus{Name: "demo", Backend: "gpu"}, nil
 				}
 				return &fakeEngine{tag: 9}, api.ModelStatus{Name: "demo", Backend: "cpu", BackendNote: "moved"}, nil
 			}
@@ -375,16 +381,4 @@ func TestWarmUpFault(t *testing.T) {
 			}
 		})
 	}
-}
-
-// warmUpBroken is a fake engine whose batches fail with an error that is
-// no device fault.
-type warmUpBroken struct{ *fakeEngine }
-
-func (e *warmUpBroken) Run(ctx context.Context, jobs []Job, turn decide.Turn, passTokens int) ([]*decide.Response, []error) {
-	errs := make([]error, len(jobs))
-	for i := range errs {
-		errs[i] = errors.New("not a device fault")
-	}
-	return make([]*decide.Response, len(jobs)), errs
 }
