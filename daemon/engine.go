@@ -3,10 +3,13 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/startlux/startlux"
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/gpucheck"
+	"github.com/startlux/startlux/model"
 	"github.com/startlux/startlux/tensor"
 )
 
@@ -88,11 +91,23 @@ func DecideLoader(lo LoaderOptions) Loader {
 	return l.load
 }
 
-// openEngine opens the checkpoint in dir ("" for the embedded demo) on be.
-func (l *decideLoader) openEngine(dir string, be tensor.Backend, progress func(done, total int64)) (*decide.Engine, error) {
-	opts := decide.Options{CacheLimit: l.lo.CacheLimit, Progress: progress, Limits: l.lo.Limits}
+// openEngine opens the checkpoint in dir ("" for the embedded demo) on be,
+// with int8 projections when useInt8 is set.
+func (l *decideLoader) openEngine(dir string, be tensor.Backend, useInt8 bool, progress func(done, total int64)) (*decide.Engine, error) {
+	opts := decide.Options{CacheLimit: l.lo.CacheLimit, Progress: progress, Limits: l.lo.Limits, Int8: useInt8}
 	if dir == "" {
 		return decide.OpenFS(startlux.DemoModel(), DemoPath, be, opts)
 	}
 	return decide.Open(dir, be, opts)
+}
+
+// modelStatus is the status of e, open on be.
+func modelStatus(e *decide.Engine, be tensor.Backend) api.ModelStatus {
+	info := e.Info()
+	st := api.ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend,
+		Int8: info.Int8 != "", Int8Kernel: info.Int8, WeightBytes: info.WeightBytes}
+	if _, err := model.Int8Kernel(be); err != nil {
+		st.Int8Unavailable = strings.TrimPrefix(err.Error(), "int8: ")
+	}
+	return st
 }

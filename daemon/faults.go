@@ -94,9 +94,10 @@ func (d *Daemon) reloadOffDevice(m *loaded) {
 	defer d.loadMu.Unlock()
 	d.mu.Lock()
 	current := d.cur == m && !d.stopping
+	useInt8 := d.int8 // m's setting, while m is in service
 	d.mu.Unlock()
 	if current {
-		if err := d.loadLocked(m.src); err != nil {
+		if err := d.loadLocked(m.src, useInt8); err != nil {
 			d.opts.Logger.Error("reloading the model off the GPU failed", "model", m.src, "err", err)
 		}
 	}

@@ -45,7 +45,7 @@ func unfit(err error) *unfitError {
 
 // load is the Loader: the model on the backend asked for, else on the
 // fallback with the note.
-func (l *decideLoader) load(ctx context.Context, dir string, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
+func (l *decideLoader) load(ctx context.Context, dir string, useInt8 bool, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, api.ModelStatus{}, err
 	}
@@ -55,14 +55,14 @@ func (l *decideLoader) load(ctx context.Context, dir string, progress func(done,
 	}
 	note := l.disabledNote()
 	if note == "" {
-		eng, st, err := l.loadOn(ctx, dir, newBackend, progress)
+		eng, st, err := l.loadOn(ctx, dir, newBackend, useInt8, progress)
 		var u *unfitError
 		if err == nil || !errors.As(err, &u) || l.lo.Fallback == nil || ctx.Err() != nil {
 			return eng, st, err
 		}
 		note = u.note
 	}
-	eng, st, err := l.loadOn(ctx, dir, l.lo.Fallback, progress)
+	eng, st, err := l.loadOn(ctx, dir, l.lo.Fallback, useInt8, progress)
 	if err != nil {
 		return nil, api.ModelStatus{}, fmt.Errorf("%s; on the fallback backend: %w", note, err)
 	}
@@ -78,10 +78,11 @@ func (l *decideLoader) disabledNote() string {
 	return l.disabled
 }
 
-// loadOn opens dir on a backend newBackend makes and, when that is a GPU,
+// loadOn opens dir (with int8 projections when useInt8 is set) on a
+// backend newBackend makes and, when that is a GPU,
 // checks the backend in the checkpoint's weight forms. Failures of the
 // backend are *unfitError.
-func (l *decideLoader) loadOn(ctx context.Context, dir string, newBackend func() (tensor.Backend, error), progress func(done, total int64)) (_ Engine, _ api.ModelStatus, err error) {
+func (l *decideLoader) loadOn(ctx context.Context, dir string, newBackend func() (tensor.Backend, error), useInt8 bool, progress func(done, total int64)) (_ Engine, _ api.ModelStatus, err error) {
 	be, err := newBackend()
 	if err != nil {
 		return nil, api.ModelStatus{}, unfit(fmt.Errorf("backend: %w", err))
@@ -100,7 +101,7 @@ func (l *decideLoader) loadOn(ctx context.Context, dir string, newBackend func()
 			return nil, api.ModelStatus{}, unfit(fmt.Errorf("backend %s: warm up: %w", be.Name(), err))
 		}
 	}
-	e, err := l.openEngine(dir, be, progress)
+	e, err := l.openEngine(dir, be, useInt8, progress)
 	if err != nil {
 		if errors.Is(err, tensor.ErrDeviceFault) && ctx.Err() == nil {
 			return nil, api.ModelStatus{}, unfit(err)
@@ -113,8 +114,7 @@ func (l *decideLoader) loadOn(ctx context.Context, dir string, newBackend func()
 			return nil, api.ModelStatus{}, err
 		}
 	}
-	info := e.Info()
-	return engine{Engine: e, be: be, loader: l}, api.ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend}, nil
+	return engine{Engine: e, be: be, loader: l}, modelStatus(e, be), nil
 }
 
 // check runs the GPU check on be in the forms of the weights ws.

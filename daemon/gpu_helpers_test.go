@@ -53,7 +53,7 @@ func checkDemoAnswersTol(t *testing.T, c *ipc.Client, golden, cpuTol float64) {
 		t.Fatal(err)
 	}
 	var lo LoaderOptions
-	ref, err := (&decideLoader{lo: lo}).openEngine("", be, nil)
+	ref, err := (&decideLoader{lo: lo}).openEngine("", be, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

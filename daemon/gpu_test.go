@@ -282,7 +282,7 @@ func TestDeviceFaultCount(t *testing.T) {
 			first := &faultyEngine{fakeEngine: fl.engine(""), canFallBack: canFallBack}
 			var mu sync.Mutex
 			loads := 0
-			load := func(ctx context.Context, dir string, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
+			load := func(ctx context.Context, dir string, useInt8 bool, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				loads++
@@ -350,7 +350,7 @@ func TestWarmUpFault(t *testing.T) {
 			first := &faultyEngine{fakeEngine: fl.engine(""), canFallBack: true, faulty: true}
 			var mu sync.Mutex
 			loads := 0
-			load := func(ctx context.Context, dir string, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
+			load := func(ctx context.Context, dir string, useInt8 bool, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				loads++

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/startlux/startlux/api"
-	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/ipc"
 )
 
@@ -224,19 +223,14 @@ func TestRunLoginItemFailure(t *testing.T) {
 	if r.LoginItem.Status != Failed || r.LoginItem.Reason != "no session bus" || r.LoginItem.Items == nil {
 		t.Errorf("login item: %+v", r.LoginItem)
 	}
-	if r.System.Status != OK || r.Models.Status != OK || r.BLAS.Shape == "" {
+	if r.System.Status != OK || r.Models.Status != OK || r.BLAS.Shape == "" || r.Int8.Status != OK || r.Int8.Kernel == "" {
 		t.Errorf("the other checks: system %+v, models %+v, blas %+v", r.System, r.Models, r.BLAS)
 	}
 	var buf strings.Builder
 	if err := r.WriteText(&buf); err != nil {
 		t.Fatal(err)
 	}
-	cpuBE, err := cpu.New(cpu.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	kernel, _ := cpuBE.Int8Kernel()
-	for _, want := range []string{"login item   failed  no session bus", "int8         ok      " + kernel + "\n", "daemon       failed  no daemon answers",
+	for _, want := range []string{"login item   failed  no session bus", "int8         ok      " + r.Int8.Kernel + " on backend " + r.Int8.Backend + "\n", "daemon       failed  no daemon answers",
 		"self-check   failed  not run: no GPU here, and the emulator is not checked (--no-emulator)"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, buf.String())

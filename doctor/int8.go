@@ -1,36 +1,33 @@
 package doctor
 
 import (
+	"strings"
+
+	"github.com/startlux/startlux/model"
 	"github.com/startlux/startlux/tensor"
 )
 
-// Int8 is the kernel of MatMul over int8 weights on the backend auto picks
-// (tensor.Int8Backend's Int8Kernel).
+// Int8 is the kernel of MatMul over int8 weights this machine runs: that of
+// the backend auto picks, as a load with int8 on would use it.
 type Int8 struct {
 	Check
-	// Backend is the backend asked ("" when auto opened none).
-	Backend string `json:"backend"`
-	// Kernel names the int8 kernel ("avx2", "mpp-matmul2d"; "" when there
-	// is none, the reason then saying why).
+	// Kernel names it ("avx2", "mpp-matmul2d"; "" when there is none, the
+	// reason then saying why).
 	Kernel string `json:"kernel"`
+	// Backend is the backend auto picks, whose kernel it is ("" when auto
+	// opened none).
+	Backend string `json:"backend"`
 }
 
-// checkInt8 asks be, the backend auto picked, for its int8 kernel.
+// checkInt8 reports the int8 kernel of be, the backend auto picked, or why
+// it has none.
 func checkInt8(be tensor.Backend) Int8 {
 	if be == nil {
 		return Int8{Check: failedf("auto opened no backend (see the backend check)")}
 	}
-	r := Int8{Backend: be.Name()}
-	ib, isInt8 := be.(tensor.Int8Backend)
-	if !isInt8 {
-		r.Check = failedf("the %s backend has no int8 kernels", be.Name())
-		return r
-	}
-	name, err := ib.Int8Kernel()
+	k, err := model.Int8Kernel(be)
 	if err != nil {
-		r.Check = failed(err)
-		return r
+		return Int8{Check: failedf("%s", strings.TrimPrefix(err.Error(), "int8: ")), Backend: be.Name()}
 	}
-	r.Check, r.Kernel = ok(), name
-	return r
+	return Int8{Check: ok(), Kernel: k, Backend: be.Name()}
 }

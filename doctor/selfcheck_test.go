@@ -28,7 +28,7 @@ func TestInt8Check(t *testing.T) {
 	if r := checkInt8(be); r.Status != OK || r.Kernel != want || r.Backend != be.Name() {
 		t.Errorf("the CPU backend: %+v, want kernel %q", r, want)
 	}
-	if r := checkInt8(noInt8{be}); r.Status != Failed || !strings.Contains(r.Reason, "has no int8 kernels") {
+	if r := checkInt8(noInt8{be}); r.Status != Failed || !strings.Contains(r.Reason, "has no int8 matrix products") {
 		t.Errorf("a backend without int8: %+v", r)
 	}
 	if r := checkInt8(nil); r.Status != Failed || r.Reason == "" {

@@ -16,7 +16,7 @@ func TestStatusBackendNote(t *testing.T) {
 		note     string
 		wantLine string // "" when no note line is printed
 	}{
-		{note, "backend:   cpu (openblas), int8 matmuls false\nnote:      " + note + "\n"},
+		{note, "backend:   cpu (openblas)\nnote:      " + note + "\n"},
 		{"", ""},
 	} {
 		st := api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "demo", Backend: "cpu (openblas)", BackendNote: c.note}}
