@@ -282,16 +282,20 @@ func TestDeviceFaultCount(t *testing.T) {
 			first := &faultyEngine{fakeEngine: fl.engine(""), canFallBack: canFallBack}
 			var mu sync.Mutex
 			loads := 0
+			int8Loads := 0 // the daemon runs int8: the reload keeps it
 			load := func(ctx context.Context, dir string, useInt8 bool, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				loads++
+				if useInt8 {
+					int8Loads++
+				}
 				if loads == 1 {
 					return first, api.ModelStatus{Name: "demo", Backend: "gpu"}, nil
 				}
 				return &fakeEngine{tag: 9}, api.ModelStatus{Name: "demo", Backend: "cpu", BackendNote: "moved"}, nil
 			}
-			path := startDaemon(t, Options{Load: load, ModelsDir: t.TempDir(), MaxDeviceFaults: 3})
+			path := startDaemon(t, Options{Load: load, ModelsDir: t.TempDir(), MaxDeviceFaults: 3, Int8: true})
 			cl := dial(t, path)
 			waitSettled(t, cl)
 			ask := func(i int) error {
@@ -327,8 +331,10 @@ func TestDeviceFaultCount(t *testing.T) {
 				t.Errorf("FallBack called with %q, want once with %q", notes, wantNote)
 			}
 			if canFallBack {
-				if st.Model.Backend != "cpu" || st.Model.BackendNote != "moved" || loads != 2 {
-					t.Errorf("after the faults: %+v, %d loads", st.Model, loads)
+				mu.Lock()
+				defer mu.Unlock()
+				if st.Model.Backend != "cpu" || st.Model.BackendNote != "moved" || loads != 2 || int8Loads != 2 {
+					t.Errorf("after the faults: %+v, %d loads (%d with int8, want all)", st.Model, loads, int8Loads)
 				}
 				return
 			}
