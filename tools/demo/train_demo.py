@@ -6,18 +6,20 @@ end-to-end goldens. Needs torch, transformers 5.17, tokenizers (the device machi
                                  # forward and gradients) and step rates; prints IMPL and BESTMODE lines
   python3 train_demo.py train    # train, export, evaluate, goldens -> $OUT/demo-$VARIANT.tar.gz, $OUT/state-$VARIANT.pt
 
-Why choice questions never trained before, and what this script does about it. Answering a choice row takes a
-two-step circuit: at each option line the model must know whether that option is the right one (for a city:
-its label matches the evidence; for "largest quantity": its item's qty is the largest), and at the answer
-position it must copy the letter of that line. Trained only from the answer letter, the second step gets no
-signal until the first works and the first none until the second does; every run sat at chance. So the
+Why choice questions do not train from the answer alone, and what this script does about it. Answering a
+choice row takes a two-step circuit: at each option line the model must know whether that option is the right
+one (for a city or an inventory item: its label appears in the evidence), and at the answer position it must
+copy the letter of that line. Trained only from the answer letter, the second step gets no signal until the
+first works and the first none until the second does; such runs sit at chance. So the
 training loss here also supervises the circuit's middle, through small linear heads that are thrown away at
 export (the checkpoint is a plain Qwen3_5ForCausalLM):
   - flag: at the last token of every option line (its newline), in the residual stream that enters the last
     layer, a score whose softmax over the row's lines must pick the right option (all three question types);
   - letter: at the same positions, the line's own letter (so the last layer can copy it);
-  - qty: for inventory choice rows, the quantity of the line's item (the lookup that "largest" needs);
+  - qty: for inventory choice rows, the quantity of the line's item where the evidence lists it;
   - question qty: for "is there any X in stock" rows, at the item the question names, its qty or "not listed";
+  - question listed: at the same item, in the stream that leaves the first full-attention layer, whether the
+    evidence lists it at all (the match by token identity that the answer needs first);
   - item binding: at the token that closes each inventory item in the evidence, in an earlier layer's stream,
     the item's name and qty (an item's qty comes after its name in the JSON, so no one position holds both
     until the model carries the name forward to the qty).
@@ -30,14 +32,17 @@ padded to one of two lengths (rows go to the shorter bucket that holds them), so
 CUDA graphs. Evaluation and goldens use transformers itself on the exported bf16 checkpoint, upcast to fp32.
 
 What it learns (testdata/demo-decision/TRAINING-REPORT.json): the circuit forms for every question whose
-answer is a lookup by token identity (the city choice, the email and row questions) and for the score
-questions; the inventory lookups (is there any X in stock, which item has the largest quantity) do not: the
-binding head reaches 1.0 but the option lines' and the question's qty heads stay near chance.
+answer is a lookup by token identity (the city and listed-item choices, the email and row questions, whether
+a stock question's item is listed) and for the score questions. What does not form at this size is a lookup
+of a quantity bound to a name: the binding head reaches 1.0, but the option lines' and the question's qty
+heads stay at 0.3-0.7, so "is there any X in stock" answers "no" for a listed item with qty 0 only sometimes
+(0.95 on the task, most of the misses those), and a choice by the largest quantity (an earlier task) stayed
+at chance in every run (0.28-0.36 over 13,659 steps); tasks.py asks the listed-item choice instead.
 
 Environment: VARIANT (name), TOKDIR (tokenizer folder), EVALFILE (labelled requests, jsonl), HIDDEN, LAYERS,
 HEADS, KV_HEADS, LIN_K_HEADS, LIN_V_HEADS, INTERVAL, BOOST (subtask:probability,...),
 TRAIN_SECONDS, LR, WARMUP, BATCH, MODE (graph | eager), IMPL (mine | hf), W_FLAG, W_LETTER, W_QTY, W_BIND,
-W_QQTY, AUX_LAYER, AUXE_LAYER, RESUME (a state file written by an earlier run), SEED, SMOKE_MODES."""
+W_QQTY, W_QLIST, AUX_LAYER, AUXE_LAYER, AUXQ_LAYER, RESUME (a state file written by an earlier run), SEED, SMOKE_MODES."""
 import bisect, json, math, os, random, shutil, subprocess, sys, tarfile, time, traceback
 import numpy as np
 import torch
