@@ -13,6 +13,7 @@ import (
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/ipc"
+	"github.com/startlux/startlux/value"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -68,6 +69,27 @@ func request(n int) string {
 func params(t testing.TB, js string) msgpack.RawMessage {
 	t.Helper()
 	raw, err := ipc.FromJSON([]byte(js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// duplicateKeys returns the params {"evidence":{"a":1,"a":2},"questions":
+// {"q":{"type":"noul","instructions":"x"}}}, which no JSON reader of ours
+// lets through: the tree writer writes what it is given.
+func duplicateKeys(t testing.TB) msgpack.RawMessage {
+	t.Helper()
+	q := params(t, `{"q":{"type":"noul","instructions":"x"}}`)
+	var qs value.Value
+	if err := qs.UnmarshalMsgpack(q); err != nil {
+		t.Fatal(err)
+	}
+	v := value.NewObject(
+		value.Member{Key: "evidence", Value: value.NewObject(value.Member{Key: "a", Value: value.NewInt(1)}, value.Member{Key: "a", Value: value.NewInt(2)})},
+		value.Member{Key: "questions", Value: qs},
+	)
+	raw, err := value.AppendMsgpack(nil, &v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +203,7 @@ func TestBadParams(t *testing.T) {
 		{"questions wrong type", api.MethodDecide, params(t, `{"evidence":{},"questions":[1]}`), api.CodeInvalidParams},
 		{"instructions wrong type", api.MethodDecide, params(t, `{"evidence":{},"questions":{"q":{"type":"noul","instructions":5}}}`), api.CodeInvalidParams},
 		{"unknown question type", api.MethodDecide, params(t, `{"evidence":{},"questions":{"q":{"type":"maybe","instructions":"x"}}}`), api.CodeInvalidParams},
-		{"duplicate keys", api.MethodDecide, params(t, `{"evidence":{"a":1,"a":2},"questions":{"q":{"type":"noul","instructions":"x"}}}`), api.CodeInvalidParams},
+		{"duplicate keys", api.MethodDecide, duplicateKeys(t), api.CodeInvalidParams},
 		{"engine failure", api.MethodDecide, params(t, `{"evidence":{},"questions":{"q":{"type":"noul","instructions":"explode"}}}`), api.CodeInternal},
 		{"batch not a list", api.MethodDecideBatch, params(t, `{"x":1}`), api.CodeInvalidParams},
 		{"load params wrong", api.MethodLoad, params(t, `{"model":5}`), api.CodeInvalidParams},

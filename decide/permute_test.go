@@ -250,10 +250,7 @@ func TestPermuteRefusals(t *testing.T) {
 		t.Errorf("permuted: ok %v wide %v, want true false", r.Permuted(&r.Questions[0]), r.Permuted(&r.Questions[1]))
 	}
 	// The flag survives the round trip through JSON and msgpack.
-	js, err := r.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := requestJSON(t, r)
 	back, err := ParseJSON(js)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/startlux/startlux/value"
 )
 
 // pageRequest builds a request about a page of n rows with the questions
@@ -141,7 +143,7 @@ func TestPrefixPlanAgrees(t *testing.T) {
 		pageRequest(t, 2, 30, fourQuestions),
 		req,
 		pageRequest(t, 3, 2, `{"a": {"type": "noul", "instructions": "Is it there?"}}`),
-		{Evidence: NullValue(), Questions: []Question{{Name: "bad", Type: "rank", Instructions: "x"}}},
+		{Evidence: value.Value{}, Questions: []Question{{Name: "bad", Type: "rank", Instructions: "x"}}},
 	}
 	rs, errs := e.DecideBatch(ctx, others)
 	for i, err := range errs {

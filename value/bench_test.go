@@ -1,11 +1,9 @@
-package decide
+package value
 
 import (
 	"fmt"
 	"strings"
 	"testing"
-
-	"github.com/vmihailenco/msgpack/v5"
 )
 
 // parseBenchDocs are request documents to parse: a typical request, and one
@@ -39,12 +37,13 @@ func countValues(v *Value) int {
 }
 
 // BenchmarkParseJSON parses request documents into value trees, reporting
-// the time per value.
+// the time per value of a typical request ("small") and of a large evidence
+// table ("table").
 func BenchmarkParseJSON(b *testing.B) {
 	for _, name := range []string{"small", "table"} {
 		doc := []byte(parseBenchDocs()[name])
 		b.Run(name, func(b *testing.B) {
-			v, err := parseJSONValue(doc)
+			v, err := ParseJSON(doc)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -53,7 +52,7 @@ func BenchmarkParseJSON(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				if _, err := parseJSONValue(doc); err != nil {
+				if _, err := ParseJSON(doc); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -66,11 +65,11 @@ func BenchmarkParseJSON(b *testing.B) {
 // msgpack (the daemon's params).
 func BenchmarkParseMsgpack(b *testing.B) {
 	for _, name := range []string{"small", "table"} {
-		v, err := parseJSONValue([]byte(parseBenchDocs()[name]))
+		v, err := ParseJSON([]byte(parseBenchDocs()[name]))
 		if err != nil {
 			b.Fatal(err)
 		}
-		doc, err := msgpack.Marshal(&v)
+		doc, err := AppendMsgpack(nil, &v)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -80,7 +79,7 @@ func BenchmarkParseMsgpack(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
-				if _, err := parseMsgpackValue(doc); err != nil {
+				if _, err := ParseMsgpack(doc); err != nil {
 					b.Fatal(err)
 				}
 			}
