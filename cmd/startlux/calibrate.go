@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/startlux/startlux"
+	"github.com/startlux/startlux/backends"
 	"github.com/startlux/startlux/calibrate"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/eval"
@@ -55,7 +56,7 @@ func runCalibrate(ctx context.Context, env *cmdEnv, args []string) error {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&f.model, "model", "", "the jevfmt/1 checkpoint in `DIR` (default: the embedded demo model, which cannot be written)")
-	fs.StringVar(&f.backend, "backend", "auto", "compute backend: auto, cpu, cpu-go or metal")
+	fs.StringVar(&f.backend, "backend", "auto", backends.Usage)
 	fs.StringVar(&f.data, "data", "", "the labelled data `FILE` to fit on (JSON lines)")
 	fs.StringVar(&f.holdout, "holdout", "", "measure on this labelled `FILE` instead of cross-validating")
 	fs.IntVar(&f.folds, "folds", calibrate.DefaultFolds, "cross-validation folds `K` when there is no --holdout")

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/backends"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/eval"
 	"github.com/startlux/startlux/eval/chart"
@@ -43,7 +44,7 @@ func runEval(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	fs.StringVar(&f.model, "model", "", "evaluate the checkpoint in `DIR` in-process")
 	fs.StringVar(&f.socket, "socket", "", "evaluate through the daemon on the socket at `PATH` (the model it serves)")
-	fs.StringVar(&f.backend, "backend", "auto", "compute backend in-process: auto, cpu, cpu-go or metal")
+	fs.StringVar(&f.backend, "backend", "auto", backends.Usage+"; in-process")
 	fs.StringVar(&f.data, "data", "", "the labelled data `FILE` (JSON lines)")
 	fs.BoolVar(&f.json, "json", false, "print the metrics as JSON")
 	fs.StringVar(&f.plot, "plot", "", "draw reliability diagrams and position histograms into `FILE.png`")
