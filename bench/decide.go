@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux"
+	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/internal/work"
 	"github.com/startlux/startlux/model/modeltest"
@@ -109,10 +110,7 @@ func Decide(ctx context.Context, env Env, o DecideOptions) (*DecideReport, error
 		fsys = os.DirFS(modelDir)
 	}
 	open := func(be tensor.Backend) (*decide.Engine, error) {
-		if modelDir == "" {
-			return decide.OpenFS(fsys, "demo-decision (embedded)", be, decide.Options{})
-		}
-		return decide.Open(modelDir, be, decide.Options{})
+		return daemon.OpenEngine(modelDir, be, decide.Options{})
 	}
 	e, err := open(be)
 	if err != nil {

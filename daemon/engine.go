@@ -14,6 +14,17 @@ import (
 // DemoPath is the path the embedded demo checkpoint reports in status.
 const DemoPath = "demo-decision (embedded)"
 
+// OpenEngine opens the decision engine of the checkpoint in dir (as
+// [ResolveModel] gives it) on be, the embedded demo checkpoint for dir ""
+// (its path being [DemoPath]): what the daemon loads, and what the CLI
+// runs in-process.
+func OpenEngine(dir string, be tensor.Backend, opts decide.Options) (*decide.Engine, error) {
+	if dir == "" {
+		return decide.OpenFS(startlux.DemoModel(), DemoPath, be, opts)
+	}
+	return decide.Open(dir, be, opts)
+}
+
 // engine is an [Engine] over a decide engine.
 type engine struct {
 	*decide.Engine
@@ -76,13 +87,7 @@ func DecideLoader(lo LoaderOptions) Loader {
 				return nil, api.ModelStatus{}, fmt.Errorf("backend %s: warm up: %w", be.Name(), err)
 			}
 		}
-		opts := decide.Options{CacheLimit: lo.CacheLimit, Progress: progress, Limits: lo.Limits}
-		var e *decide.Engine
-		if dir == "" {
-			e, err = decide.OpenFS(startlux.DemoModel(), DemoPath, be, opts)
-		} else {
-			e, err = decide.Open(dir, be, opts)
-		}
+		e, err := OpenEngine(dir, be, decide.Options{CacheLimit: lo.CacheLimit, Progress: progress, Limits: lo.Limits})
 		if err != nil {
 			return nil, api.ModelStatus{}, err
 		}

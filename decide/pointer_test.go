@@ -84,7 +84,7 @@ type pointerRow struct {
 func tracePointer(e *Engine) (map[*Request]map[string]pointerRow, *sync.Mutex) {
 	var mu sync.Mutex
 	rows := map[*Request]map[string]pointerRow{}
-	e.ptr.trace = func(r *Request, q *Question, state, branch []int32, decide int, opts []int, z []float32) {
+	pointerOf(e).trace = func(r *Request, q *Question, state, branch []int32, decide int, opts []int, z []float32) {
 		mu.Lock()
 		defer mu.Unlock()
 		if rows[r] == nil {

@@ -50,7 +50,7 @@ type rowLog struct {
 
 func (l *rowLog) attach(e *Engine) {
 	l.rows = map[*Request][][]int32{}
-	e.trace = func(r *Request, q *Question, ids []int32, z []float32) {
+	jevfmtOf(e).trace = func(r *Request, q *Question, ids []int32, z []float32) {
 		l.mu.Lock()
 		l.rows[r] = append(l.rows[r], append([]int32(nil), ids...))
 		l.mu.Unlock()

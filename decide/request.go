@@ -370,3 +370,18 @@ func (r *Request) Value() value.Value {
 	}
 	return v
 }
+
+// MarshalJSON writes the request as compact JSON, every key order kept
+// ([Request.Value]).
+func (r *Request) MarshalJSON() ([]byte, error) {
+	v := r.Value()
+	return v.MarshalJSON()
+}
+
+// MarshalMsgpack writes the request as msgpack, every key order kept
+// ([Request.Value]): what the msgpack library calls by name when a request
+// travels as params.
+func (r *Request) MarshalMsgpack() ([]byte, error) {
+	v := r.Value()
+	return v.MarshalMsgpack()
+}

@@ -2,6 +2,7 @@ package decide
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -125,6 +126,14 @@ func TestParseKeepsOrderAndDigits(t *testing.T) {
 	j2 := requestJSON(t, r2)
 	if !bytes.Equal(j1, j2) {
 		t.Errorf("msgpack round trip:\n%s\n%s", j1, j2)
+	}
+	// The encoders' methods write the same bytes (encoding/json; the
+	// msgpack library calls MarshalMsgpack by name).
+	if js, err := json.Marshal(r); err != nil || !bytes.Equal(js, j1) {
+		t.Errorf("json.Marshal = %s (%v), want %s", js, err, j1)
+	}
+	if b, err := r.MarshalMsgpack(); err != nil || !bytes.Equal(b, mp) {
+		t.Errorf("MarshalMsgpack = % x (%v), want % x", b, err, mp)
 	}
 	// And the JSON form parses back to itself.
 	r3, err := ParseJSON(j1)

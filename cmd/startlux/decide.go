@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/startlux/startlux"
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/backends"
 	"github.com/startlux/startlux/daemon"
@@ -80,10 +79,7 @@ func openDecideEngine(f *decideFlags) (*decide.Engine, error) {
 			return nil, err
 		}
 	}
-	if dir == "" {
-		return decide.OpenFS(startlux.DemoModel(), daemon.DemoPath, be, decide.Options{})
-	}
-	return decide.Open(dir, be, decide.Options{})
+	return daemon.OpenEngine(dir, be, decide.Options{})
 }
 
 // decideInProcess answers the request (or array of requests) in body with
