@@ -29,6 +29,10 @@ type LoadParams struct {
 	// Model is a name in the models folder, [DemoName] (or "") for the
 	// embedded demo, or an absolute checkpoint directory.
 	Model string `json:"model"`
+	// Int8, when present, loads the model with int8 projections (true) or
+	// float ones (false) and keeps that for later loads; absent, the
+	// setting of the model in service applies.
+	Int8 *bool `json:"int8,omitempty"`
 }
 
 // BatchResult is what decide_batch returns: one item per request, in order,

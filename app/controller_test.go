@@ -20,6 +20,7 @@ type fakeDaemon struct {
 	err    error
 	models []api.ModelEntry
 	loads  []string
+	int8s  []bool // each load's int8
 	loadFn func(name string) error
 }
 
@@ -35,9 +36,10 @@ func (f *fakeDaemon) Models(ctx context.Context) ([]api.ModelEntry, error) {
 	return slices.Clone(f.models), f.err
 }
 
-func (f *fakeDaemon) Load(ctx context.Context, name string) error {
+func (f *fakeDaemon) Load(ctx context.Context, name string, useInt8 bool) error {
 	f.mu.Lock()
 	f.loads = append(f.loads, name)
+	f.int8s = append(f.int8s, useInt8)
 	fn := f.loadFn
 	f.mu.Unlock()
 	if fn != nil {

@@ -82,6 +82,7 @@ Switch Model ▸
       big
     ---
     Open Models Folder…
+  Use int8
 ---
 ✓ Start at Login
 Restart Daemon
@@ -96,6 +97,7 @@ Switch Model ▸
     [Start the daemon to list models]
     ---
     Open Models Folder…
+  [Use int8]
 ---
   Start at Login
 ---
@@ -110,6 +112,7 @@ Switch Model ▸
     [Start the daemon to list models]
     ---
     Open Models Folder…
+  [Use int8]
 ---
   Start at Login
 ---
@@ -122,17 +125,18 @@ Switch Model ▸
     [No models listed]
     ---
     Open Models Folder…
+  [Use int8]
 ---
   [Start at Login]
 Restart Daemon
 ---
 Quit StartLux
 `},
-		{"switching", MenuState{Status: func() api.Status { s := ready; s.Model.Int8 = true; return s }(), Models: models, Switching: "big"}, `
+		{"switching", MenuState{Status: func() api.Status { s := ready; s.Model.Int8, s.Model.Int8Kernel = true, "avx2"; return s }(), Models: models, Switching: "big", Int8: true}, `
 [Model: demo]
 [Switching to big…]
 [Backend: cpu]
-[int8: on]
+[int8: on (avx2)]
 [Prefix cache: 3.0 MiB / 512 MiB]
 [Requests: 4 · p50 12 ms]
 ---
@@ -141,6 +145,7 @@ Switch Model ▸
       [big]
     ---
     Open Models Folder…
+✓ [Use int8]
 ---
   Start at Login
 Restart Daemon
@@ -164,6 +169,31 @@ Switch Model ▸
       big
     ---
     Open Models Folder…
+  Use int8
+---
+  Start at Login
+Restart Daemon
+---
+Quit StartLux
+`},
+		{"int8 unavailable", MenuState{Status: func() api.Status {
+			s := ready
+			s.Model.Int8Unavailable, s.Model.WeightBytes = "backend metal has no int8 matrix products", 3<<20
+			return s
+		}(), Models: models}, `
+[Model: demo]
+[Backend: cpu]
+[int8: unavailable — backend metal has no int8 matrix products]
+[Weights: 3.0 MiB]
+[Prefix cache: 3.0 MiB / 512 MiB]
+[Requests: 4 · p50 12 ms]
+---
+Switch Model ▸
+    ✓ demo
+      big
+    ---
+    Open Models Folder…
+  Use int8
 ---
   Start at Login
 Restart Daemon
@@ -179,6 +209,7 @@ Switch Model ▸
       big
     ---
     Open Models Folder…
+  Use int8
 ---
   Start at Login
 Restart Daemon

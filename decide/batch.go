@@ -67,6 +67,9 @@ type family interface {
 	// what the family loads with the model (an adapter) to lo; release, if
 	// not nil, is called once the model is loaded.
 	beforeLoad(src ckptSource, tok *tokenizer.Tokenizer, lo *model.LoadOptions) (release func(), err error)
+	// warmUpRows returns the rows of the warm-up requests (WarmUpRequests),
+	// by which an int8 model is calibrated at load.
+	warmUpRows(tok Encoder) [][]int32
 	// attach binds the family to its engine, whose model is loaded, and
 	// reads what else it needs (the letter rows of the LM head, a pointer
 	// head).

@@ -42,6 +42,8 @@ func (e *jevfmtFamily) beforeLoad(_ ckptSource, tok *tokenizer.Tokenizer, _ *mod
 	return nil, e.cfg.checkLetters(tok, tok.VocabSize())
 }
 
+func (e *jevfmtFamily) warmUpRows(tok Encoder) [][]int32 { return e.cfg.warmUpRows(tok) }
+
 // attach checks the letters against the model and takes their head rows.
 func (e *jevfmtFamily) attach(_ ckptSource, eng *Engine) error {
 	for i, id := range e.cfg.LetterTokenIDs {

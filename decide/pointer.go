@@ -144,6 +144,8 @@ func (e *pointerFamily) beforeLoad(src ckptSource, _ *tokenizer.Tokenizer, lo *m
 	return func() { ad.Close() }, nil
 }
 
+func (e *pointerFamily) warmUpRows(tok Encoder) [][]int32 { return e.cfg.warmUpRows(tok) }
+
 // attach reads the head.
 func (e *pointerFamily) attach(src ckptSource, eng *Engine) error {
 	e.Engine = eng
