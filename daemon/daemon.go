@@ -83,6 +83,10 @@ type Options struct {
 	PassTokens int
 	// NoWarmup skips the warm-up requests run after each load.
 	NoWarmup bool
+	// MaxDeviceFaults is how many batches in a row may fail on the GPU
+	// (tensor.ErrDeviceFault) before the model is reloaded on the loader's
+	// fallback backend (default DefaultMaxDeviceFaults).
+	MaxDeviceFaults int
 	// Int8 loads the first model with int8 projections; a load that does
 	// not say (the load method without "int8") keeps the setting of the
 	// last model put in service.
@@ -136,7 +140,8 @@ type Daemon struct {
 	stopping     bool
 	lastFree     time.Time // the last debug.FreeOSMemory
 	freeLater    bool      // one is scheduled
-	int8         bool      // the int8 setting of the model in service (Options.Int8 before the first)
+	faults       faultCount
+	int8         bool // the int8 setting of the model in service (Options.Int8 before the first)
 
 	loadMu  sync.Mutex     // one load at a time
 	running sync.WaitGroup // batches being answered
@@ -175,6 +180,9 @@ func New(opts Options) *Daemon {
 	}
 	if opts.PassTokens <= 0 {
 		opts.PassTokens = DefaultPassTokens
+	}
+	if opts.MaxDeviceFaults <= 0 {
+		opts.MaxDeviceFaults = DefaultMaxDeviceFaults
 	}
 	if opts.ModelsDir == "" {
 		opts.ModelsDir, _ = api.ModelsDir()
