@@ -17,6 +17,7 @@ import (
 
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/value"
 )
 
 // Engine is what the daemon needs of a loaded decision engine;
@@ -277,7 +278,7 @@ func (d *Daemon) Status() api.Status {
 		TokensInFlight: d.inFlight,
 		PID:            os.Getpid(),
 		Limits: api.Limits{
-			MaxValues:         decide.MaxValues,
+			MaxValues:         value.MaxValues,
 			MaxTokensInFlight: d.opts.MaxTokensInFlight,
 			MaxQueued:         d.opts.QueueLimit,
 		},

@@ -91,14 +91,21 @@ func DecideLoader(lo LoaderOptions) Loader {
 	return l.load
 }
 
-// openEngine opens the checkpoint in dir ("" for the embedded demo) on be,
-// with int8 projections when useInt8 is set.
-func (l *decideLoader) openEngine(dir string, be tensor.Backend, useInt8 bool, progress func(done, total int64)) (*decide.Engine, error) {
-	opts := decide.Options{CacheLimit: l.lo.CacheLimit, Progress: progress, Limits: l.lo.Limits, Int8: useInt8}
+// OpenEngine opens the decision engine of the checkpoint in dir (as
+// [ResolveModel] gives it) on be, the embedded demo checkpoint for dir ""
+// (its path being [DemoPath]): what the daemon loads, and what the CLI
+// runs in-process.
+func OpenEngine(dir string, be tensor.Backend, opts decide.Options) (*decide.Engine, error) {
 	if dir == "" {
 		return decide.OpenFS(startlux.DemoModel(), DemoPath, be, opts)
 	}
 	return decide.Open(dir, be, opts)
+}
+
+// openEngine opens the checkpoint in dir ("" for the embedded demo) on be
+// with the loader's options, with int8 projections when useInt8 is set.
+func (l *decideLoader) openEngine(dir string, be tensor.Backend, useInt8 bool, progress func(done, total int64)) (*decide.Engine, error) {
+	return OpenEngine(dir, be, decide.Options{CacheLimit: l.lo.CacheLimit, Progress: progress, Limits: l.lo.Limits, Int8: useInt8})
 }
 
 // modelStatus is the status of e, open on be.

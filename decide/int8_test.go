@@ -33,7 +33,7 @@ func runInt8(t *testing.T, reqs []*Request, opts Options) int8Run {
 	}
 	run := int8Run{logits: map[string][]float32{}}
 	var mu sync.Mutex
-	e.trace = func(r *Request, q *Question, ids []int32, z []float32) {
+	jevfmtOf(e).trace = func(r *Request, q *Question, ids []int32, z []float32) {
 		mu.Lock()
 		run.logits[fmt.Sprint(ids)] = append([]float32(nil), z...)
 		mu.Unlock()
@@ -285,7 +285,7 @@ func TestWarmUpRows(t *testing.T) {
 	e := openDemo(t, Options{})
 	var ran [][]int32
 	var mu sync.Mutex
-	e.trace = func(r *Request, q *Question, ids []int32, z []float32) {
+	jevfmtOf(e).trace = func(r *Request, q *Question, ids []int32, z []float32) {
 		mu.Lock()
 		ran = append(ran, ids)
 		mu.Unlock()
@@ -300,7 +300,7 @@ func TestWarmUpRows(t *testing.T) {
 		name string
 		rows [][]int32
 		pre  []int32
-	}{{"jevfmt/1", e.cfg.warmUpRows(e.tok), e.preamble.ids}, {"pointer/1", p.ptr.cfg.warmUpRows(p.tok), p.preamble.ids}} {
+	}{{"jevfmt/1", e.fam.warmUpRows(e.tok), e.preamble.ids}, {"pointer/1", p.fam.warmUpRows(p.tok), p.preamble.ids}} {
 		if len(c.rows) != want {
 			t.Fatalf("%s: %d calibration rows, want %d", c.name, len(c.rows), want)
 		}
@@ -310,7 +310,7 @@ func TestWarmUpRows(t *testing.T) {
 			}
 		}
 	}
-	for i, ids := range e.cfg.warmUpRows(e.tok) {
+	for i, ids := range e.fam.warmUpRows(e.tok) {
 		if !slices.ContainsFunc(ran, func(r []int32) bool { return slices.Equal(r, ids) }) {
 			t.Errorf("jevfmt/1 calibration row %d is not a row the engine runs", i)
 		}

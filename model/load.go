@@ -72,21 +72,6 @@ func LoadFS(fsys fs.FS, name string, be tensor.Backend, opts LoadOptions) (*Mode
 	return load(fsSource{fsys: fsys, name: name}, name, be, opts)
 }
 
-// ReadConfig reads the text configuration of the checkpoint at the root of
-// fsys, without its weights; name is shown in errors.
-func ReadConfig(fsys fs.FS, name string) (Config, error) {
-	src := fsSource{fsys: fsys, name: name}
-	data, err := src.readFile("config.json")
-	if err != nil {
-		return Config{}, fmt.Errorf("read config of %s: %w", name, err)
-	}
-	c, _, err := parseConfig(src.display("config.json"), data)
-	if err != nil {
-		return Config{}, fmt.Errorf("read config of %s: %w", name, err)
-	}
-	return c, nil
-}
-
 // source abstracts where checkpoint files come from.
 type source interface {
 	readFile(name string) ([]byte, error)
