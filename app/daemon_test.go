@@ -215,20 +215,20 @@ func TestControllerWithRealDaemon(t *testing.T) {
 	if err := cl.Call(ctx, api.MethodDecide, longRequest(), nil); err != nil {
 		t.Fatalf("decide after the unload: %v", err)
 	}
-	waitFor("reloaded", func(s MenuState, _ string) bool {
+	st, _ = waitFor("reloaded", func(s MenuState, _ string) bool {
 		return s.Status.State == api.StateReady && strings.HasSuffix(s.Status.Model.Path, string(filepath.Separator)+"other")
 	})
 
 	// Use int8: the model in service reloads with int8 projections, the
 	// menu names the kernel, the choice is saved.
-	floatBytes := st.Status.Model.WeightBytes
+	floatBytes := st.Status.Memory.Weights
 	if err := c.Handle(ctx, ActionInt8); err != nil {
 		t.Fatalf("use int8: %v", err)
 	}
 	st, txt = waitFor("int8 on", func(s MenuState, _ string) bool { return s.Status.State == api.StateReady && s.Status.Model.Int8 })
 	if it, _ := c.Menu().Find(ActionInt8); !it.Checked || !strings.Contains(txt, "int8: on ("+st.Status.Model.Int8Kernel+")") || st.Status.Model.Int8Kernel == "" ||
-		!strings.HasSuffix(st.Status.Model.Path, string(filepath.Separator)+"other") || st.Status.Model.WeightBytes >= floatBytes {
-		t.Errorf("after Use int8 (float weights %d bytes): model %+v, menu:\n%s", floatBytes, st.Status.Model, txt)
+		!strings.HasSuffix(st.Status.Model.Path, string(filepath.Separator)+"other") || st.Status.Memory.Weights >= floatBytes {
+		t.Errorf("after Use int8 (float weights %d bytes): model %+v, weights %d bytes, menu:\n%s", floatBytes, st.Status.Model, st.Status.Memory.Weights, txt)
 	}
 	if s, err := settings.Load(settingsPath); err != nil || !s.Int8 || s.IdleUnload != "5m0s" {
 		t.Errorf("settings after Use int8 (and 5 minutes before it): %+v, %v", s, err)

@@ -162,11 +162,16 @@ func BuildMenu(s MenuState) Menu {
 			info("%s", line)
 		}
 		info("Backend: %s", orDash(st.Model.Backend))
-		info("int8: %s", st.Model.Int8Summary())
-		if st.Model.WeightBytes > 0 {
-			info("Weights: %s", FormatBytes(st.Model.WeightBytes))
+		if st.Model.BackendNote != "" {
+			// Why the model is not on the GPU (or what goes wrong there);
+			// startlux status gives it whole.
+			info("⚠ %s", truncate(st.Model.BackendNote, 100))
 		}
+		info("int8: %s", st.Model.Int8Summary())
 		m := st.Memory
+		if m.Weights > 0 {
+			info("Weights: %s", FormatBytes(m.Weights))
+		}
 		info("Memory: %s resident", FormatBytes(m.Resident))
 		info("Prefix cache: %s / %s", FormatBytes(m.Cache), FormatBytes(m.CacheLimit))
 		info("Scratch: %s / %s", FormatBytes(m.Scratch), FormatBytes(m.ScratchLimit))

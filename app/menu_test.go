@@ -79,6 +79,7 @@ func TestBuildMenu(t *testing.T) {
 [Model: demo]
 [Backend: cpu]
 [int8: off]
+[Weights: 8.0 MiB]
 [Memory: 150 MiB resident]
 [Prefix cache: 3.0 MiB / 512 MiB]
 [Scratch: 1.0 MiB / 1.0 GiB]
@@ -158,6 +159,7 @@ Quit StartLux
 [Switching to big…]
 [Backend: cpu]
 [int8: on (avx2)]
+[Weights: 8.0 MiB]
 [Memory: 150 MiB resident]
 [Prefix cache: 3.0 MiB / 512 MiB]
 [Scratch: 1.0 MiB / 1.0 GiB]
@@ -191,6 +193,7 @@ Quit StartLux
 [Loading /m/big… 75%]
 [Backend: cpu]
 [int8: off]
+[Weights: 8.0 MiB]
 [Memory: 150 MiB resident]
 [Prefix cache: 3.0 MiB / 512 MiB]
 [Scratch: 1.0 MiB / 1.0 GiB]
@@ -248,6 +251,7 @@ Quit StartLux
 [Model: demo]
 [Backend: cpu]
 [int8: off]
+[Weights: 8.0 MiB]
 [Memory: 150 MiB resident]
 [Prefix cache: 3.0 MiB / 512 MiB]
 [Scratch: 1.0 MiB / 1.0 GiB]
@@ -299,7 +303,7 @@ Quit StartLux
 `},
 		{"int8 unavailable", MenuState{Status: func() api.Status {
 			s := ready
-			s.Model.Int8Unavailable, s.Model.WeightBytes = "backend metal has no int8 matrix products", 3<<20
+			s.Model.Int8Unavailable, s.Memory.Weights = "backend metal has no int8 matrix products", 3<<20
 			return s
 		}(), Models: models}, `
 [Model: demo]
@@ -321,6 +325,39 @@ Unload When Idle ▸
 Switch Model ▸
     ✓ demo
       big
+    ---
+    Open Models Folder…
+  Use int8
+---
+  Start at Login
+Restart Daemon
+---
+Quit StartLux
+`},
+		{"on the CPU after the GPU check", MenuState{Status: func() api.Status {
+			s := ready
+			s.Model.BackendNote = "Metal disabled: attention kernel differs from the CPU by 5.0e-01 at head 0 of token 8"
+			return s
+		}(), Models: models[:1]}, `
+[Model: demo]
+[Backend: cpu]
+[⚠ Metal disabled: attention kernel differs from the CPU by 5.0e-01 at head 0 of token 8]
+[int8: off]
+[Weights: 8.0 MiB]
+[Memory: 150 MiB resident]
+[Prefix cache: 3.0 MiB / 512 MiB]
+[Scratch: 1.0 MiB / 1.0 GiB]
+[Requests: 4 · p50 12 ms]
+---
+Unload Model
+Unload When Idle ▸
+      After 5 Minutes
+    ✓ After 30 Minutes
+      After 2 Hours
+      Never
+---
+Switch Model ▸
+    ✓ demo
     ---
     Open Models Folder…
   Use int8

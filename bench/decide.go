@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux"
+	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/internal/work"
 	"github.com/startlux/startlux/model/modeltest"
@@ -128,10 +129,7 @@ func Decide(ctx context.Context, env Env, o DecideOptions) (*DecideReport, error
 		fsys = os.DirFS(modelDir)
 	}
 	openWith := func(be tensor.Backend, opts decide.Options) (*decide.Engine, error) {
-		if modelDir == "" {
-			return decide.OpenFS(fsys, "demo-decision (embedded)", be, opts)
-		}
-		return decide.Open(modelDir, be, opts)
+		return daemon.OpenEngine(modelDir, be, opts)
 	}
 	open := func(be tensor.Backend) (*decide.Engine, error) { return openWith(be, decide.Options{}) }
 	t0 := time.Now()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux"
+	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/model"
 	"github.com/startlux/startlux/model/modeltest"
@@ -199,7 +200,7 @@ func writeDemoPointer(dir string) error {
 	if err != nil {
 		return err
 	}
-	cfg, err := model.ReadConfig(demo, "demo-decision (embedded)")
+	cfg, err := model.ReadConfig(demo, daemon.DemoPath)
 	if err != nil {
 		return err
 	}

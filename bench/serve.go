@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/startlux/startlux"
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/decide"
@@ -105,12 +104,7 @@ func Serve(ctx context.Context, env Env, o ServeOptions) (*ServeReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	var eng *decide.Engine
-	if o.Model == "" {
-		eng, err = decide.OpenFS(startlux.DemoModel(), daemon.DemoPath, be, decide.Options{})
-	} else {
-		eng, err = decide.Open(o.Model, be, decide.Options{})
-	}
+	eng, err := daemon.OpenEngine(o.Model, be, decide.Options{})
 	if err != nil {
 		return nil, err
 	}

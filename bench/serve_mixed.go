@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/startlux/startlux"
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/decide"
@@ -163,12 +162,7 @@ func maximalRequest(env Env, o ServeOptions, lim api.Limits) (msgpack.RawMessage
 	if err != nil {
 		return nil, 0, err
 	}
-	var eng *decide.Engine
-	if o.Model == "" {
-		eng, err = decide.OpenFS(startlux.DemoModel(), daemon.DemoPath, be, decide.Options{CacheLimit: -1})
-	} else {
-		eng, err = decide.Open(o.Model, be, decide.Options{CacheLimit: -1})
-	}
+	eng, err := daemon.OpenEngine(o.Model, be, decide.Options{CacheLimit: -1})
 	if err != nil {
 		return nil, 0, err
 	}

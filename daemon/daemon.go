@@ -18,6 +18,7 @@ import (
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/internal/sysmem"
+	"github.com/startlux/startlux/value"
 )
 
 // Engine is what the daemon needs of a loaded decision engine;
@@ -93,6 +94,10 @@ type Options struct {
 	// IdleUnload unloads the model once no decision has come for this
 	// long (0: never); the next decision loads it again.
 	IdleUnload time.Duration
+	// MaxDeviceFaults is how many batches in a row may fail on the GPU
+	// (tensor.ErrDeviceFault) before the model is reloaded on the loader's
+	// fallback backend (default DefaultMaxDeviceFaults).
+	MaxDeviceFaults int
 	// Int8 loads the first model with int8 projections; a load that does
 	// not say (the load method without "int8") keeps the setting of the
 	// last model put in service.
@@ -160,7 +165,8 @@ type Daemon struct {
 	idleSince time.Time
 	reloading bool
 	idleWake  chan struct{} // nudges the idle watcher (capacity 1)
-	int8      bool          // the int8 setting of the model in service (Options.Int8 before the first)
+	faults    faultCount
+	int8      bool // the int8 setting of the model in service (Options.Int8 before the first)
 
 	loadMu  sync.Mutex     // one load at a time
 	running sync.WaitGroup // batches being answered
@@ -203,6 +209,9 @@ func New(opts Options) *Daemon {
 	}
 	if opts.PassTokens <= 0 {
 		opts.PassTokens = DefaultPassTokens
+	}
+	if opts.MaxDeviceFaults <= 0 {
+		opts.MaxDeviceFaults = DefaultMaxDeviceFaults
 	}
 	if opts.ModelsDir == "" {
 		opts.ModelsDir, _ = api.ModelsDir()
@@ -302,7 +311,7 @@ func (d *Daemon) Status() api.Status {
 		TokensInFlight: d.inFlight,
 		PID:            os.Getpid(),
 		Limits: api.Limits{
-			MaxValues:         decide.MaxValues,
+			MaxValues:         value.MaxValues,
 			MaxTokensInFlight: d.opts.MaxTokensInFlight,
 			MaxQueued:         d.opts.QueueLimit,
 		},

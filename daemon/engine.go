@@ -7,8 +7,8 @@ import (
 
 	"github.com/startlux/startlux"
 	"github.com/startlux/startlux/api"
-	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/gpucheck"
 	"github.com/startlux/startlux/internal/bufpool"
 	"github.com/startlux/startlux/model"
 	"github.com/startlux/startlux/tensor"
@@ -20,7 +20,10 @@ const DemoPath = "demo-decision (embedded)"
 // engine is an [Engine] over a decide engine and the backend it runs on.
 type engine struct {
 	*decide.Engine
-	be tensor.Backend
+	// be is the engine's backend, closed with it; loader made it (for
+	// FallBack).
+	be     tensor.Backend
+	loader *decideLoader
 }
 
 var _ Engine = engine{}
@@ -30,7 +33,7 @@ var _ memoryReporter = engine{}
 // cache and the backend's pool.
 func (e engine) Memory() EngineMemory {
 	var m EngineMemory
-	m.Weights = e.Engine.WeightBytes()
+	m.Weights = e.Info().WeightBytes
 	m.Cache, m.CacheLimit = e.CacheStats()
 	m.CacheLimit = max(m.CacheLimit, 0)
 	if p, ok := e.be.(tensor.Pooler); ok {
@@ -39,16 +42,13 @@ func (e engine) Memory() EngineMemory {
 	return m
 }
 
-// Close closes the engine and then the backend: its pool of freed buffers
-// is emptied (whoever still refers to the backend), and a backend holding
-// device resources (Metal's buffers and pipelines), which only Close
-// releases, is closed.
+// Close implements [Engine]: it closes the decide engine, then its backend
+// (closeBackend: its pool of freed buffers is emptied, whoever still refers
+// to the backend, and a GPU backend's device, library and buffers, which
+// only Close releases, are released).
 func (e engine) Close() error {
 	err := e.Engine.Close()
-	setPoolLimit(e.be, 0)
-	if c, ok := e.be.(interface{ Close() }); ok {
-		c.Close()
-	}
+	closeBackend(e.be)
 	return err
 }
 
@@ -90,6 +90,17 @@ type LoaderOptions struct {
 	// Backend makes the compute backend of each load; nil means the CPU
 	// backend.
 	Backend func() (tensor.Backend, error)
+	// Fallback, when set, makes the backend a load falls back to when
+	// Backend's cannot serve: it does not open or warm up, faults while the
+	// model opens, fails the GPU check before serving (package gpucheck),
+	// or faults repeatedly at run time. The model then runs on Fallback's
+	// backend and its status says why (ModelStatus.BackendNote). Without
+	// it each of these fails the load. startlux serve sets it for
+	// --backend auto, not for a backend named explicitly.
+	Fallback func() (tensor.Backend, error)
+	// Check tunes the GPU check (the zero value: all of it; tests leave
+	// out the demo model's pass, which is slow under the emulator).
+	Check gpucheck.Options
 	// Limits bound each request (zero fields: decide's defaults).
 	Limits decide.Limits
 	// ScratchLimit bounds the freed activation and scratch buffers each
@@ -108,75 +119,75 @@ func (lo LoaderOptions) scratchLimit() int64 {
 	return lo.ScratchLimit
 }
 
-// decideOptions returns the engine options of a load.
-func (lo LoaderOptions) decideOptions(progress func(done, total int64)) decide.Options {
-	return decide.Options{CacheLimit: lo.CacheLimit, Progress: progress, Limits: lo.Limits}
+// decideOptions returns the engine options of a load, with int8
+// projections when useInt8 is set.
+func (lo LoaderOptions) decideOptions(useInt8 bool, progress func(done, total int64)) decide.Options {
+	return decide.Options{CacheLimit: lo.CacheLimit, Progress: progress, Limits: lo.Limits, Int8: useInt8}
 }
 
 // DecideEstimator returns the [Estimator] of the models [DecideLoader]
 // loads with the same options: their footprint read from the checkpoint's
 // configuration and tensor headers (decide.Estimate), plus the scratch
-// pool's limit.
+// pool's limit. The daemon holds it against the machine's memory before
+// every load (Options.Estimate), whichever backend the load then runs on.
 func DecideEstimator(lo LoaderOptions) Estimator {
-	return func(ctx context.Context, dir string, useInt8 bool) (Footprint, error) {
-		if err := ctx.Err(); err != nil {
-			return Footprint{}, err
-		}
-		opts := lo.decideOptions(nil)
-		opts.Int8 = useInt8
-		var f decide.Footprint
-		var err error
-		if dir == "" {
-			f, err = decide.EstimateFS(startlux.DemoModel(), DemoPath, opts, useInt8)
-		} else {
-			f, err = decide.Estimate(dir, opts, useInt8)
-		}
-		if err != nil {
-			return Footprint{}, err
-		}
-		return Footprint{Weights: f.Weights, Pass: f.Pass, Cache: f.Cache, Scratch: lo.scratchLimit()}, nil
+	l := &decideLoader{lo: lo}
+	return l.estimate
+}
+
+// estimate is the Estimator of the loader's models: what openEngine would
+// hold for dir, with int8 projections when useInt8 is set.
+func (l *decideLoader) estimate(ctx context.Context, dir string, useInt8 bool) (Footprint, error) {
+	if err := ctx.Err(); err != nil {
+		return Footprint{}, err
 	}
+	opts := l.lo.decideOptions(useInt8, nil)
+	var f decide.Footprint
+	var err error
+	if dir == "" {
+		f, err = decide.EstimateFS(startlux.DemoModel(), DemoPath, opts, useInt8)
+	} else {
+		f, err = decide.Estimate(dir, opts, useInt8)
+	}
+	if err != nil {
+		return Footprint{}, err
+	}
+	return Footprint{Weights: f.Weights, Pass: f.Pass, Cache: f.Cache, Scratch: l.lo.scratchLimit()}, nil
 }
 
 // DecideLoader returns the [Loader] of real models: decide engines, on the
-// embedded demo checkpoint for dir "".
+// embedded demo checkpoint for dir "". A GPU backend is checked against the
+// CPU backend before each model serves on it (see LoaderOptions.Fallback
+// for what a failure does).
 func DecideLoader(lo LoaderOptions) Loader {
-	return func(ctx context.Context, dir string, useInt8 bool, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
-		if err := ctx.Err(); err != nil {
-			return nil, api.ModelStatus{}, err
-		}
-		newBackend := lo.Backend
-		if newBackend == nil {
-			newBackend = func() (tensor.Backend, error) { return cpu.New(cpu.Options{}) }
-		}
-		be, err := newBackend()
-		if err != nil {
-			return nil, api.ModelStatus{}, fmt.Errorf("backend: %w", err)
-		}
-		if w, ok := be.(tensor.WarmUpper); ok {
-			// Compile the backend's kernels before any decision waits on them.
-			if err := w.WarmUp(ctx); err != nil {
-				return nil, api.ModelStatus{}, fmt.Errorf("backend %s: warm up: %w", be.Name(), err)
-			}
-		}
-		setPoolLimit(be, lo.scratchLimit())
-		opts := lo.decideOptions(progress)
-		opts.Int8 = useInt8
-		var e *decide.Engine
-		if dir == "" {
-			e, err = decide.OpenFS(startlux.DemoModel(), DemoPath, be, opts)
-		} else {
-			e, err = decide.Open(dir, be, opts)
-		}
-		if err != nil {
-			return nil, api.ModelStatus{}, err
-		}
-		info := e.Info()
-		st := api.ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend,
-			Int8: info.Int8 != "", Int8Kernel: info.Int8, WeightBytes: info.WeightBytes}
-		if _, err := model.Int8Kernel(be); err != nil {
-			st.Int8Unavailable = strings.TrimPrefix(err.Error(), "int8: ")
-		}
-		return engine{e, be}, st, nil
+	l := &decideLoader{lo: lo}
+	return l.load
+}
+
+// OpenEngine opens the decision engine of the checkpoint in dir (as
+// [ResolveModel] gives it) on be, the embedded demo checkpoint for dir ""
+// (its path being [DemoPath]): what the daemon loads, and what the CLI
+// runs in-process.
+func OpenEngine(dir string, be tensor.Backend, opts decide.Options) (*decide.Engine, error) {
+	if dir == "" {
+		return decide.OpenFS(startlux.DemoModel(), DemoPath, be, opts)
 	}
+	return decide.Open(dir, be, opts)
+}
+
+// openEngine opens the checkpoint in dir ("" for the embedded demo) on be
+// with the loader's options, with int8 projections when useInt8 is set.
+func (l *decideLoader) openEngine(dir string, be tensor.Backend, useInt8 bool, progress func(done, total int64)) (*decide.Engine, error) {
+	return OpenEngine(dir, be, l.lo.decideOptions(useInt8, progress))
+}
+
+// modelStatus is the status of e, open on be.
+func modelStatus(e *decide.Engine, be tensor.Backend) api.ModelStatus {
+	info := e.Info()
+	st := api.ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend,
+		Int8: info.Int8 != "", Int8Kernel: info.Int8}
+	if _, err := model.Int8Kernel(be); err != nil {
+		st.Int8Unavailable = strings.TrimPrefix(err.Error(), "int8: ")
+	}
+	return st
 }

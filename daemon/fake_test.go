@@ -274,9 +274,9 @@ func (l *fakeLoader) load(ctx context.Context, dir string, useInt8 bool, progres
 	if name == "" {
 		name = "demo-decision"
 	}
-	st := api.ModelStatus{Name: name, Path: dir, Backend: "fake", Int8: useInt8, Int8Unavailable: l.noInt8, WeightBytes: 1000}
+	st := api.ModelStatus{Name: name, Path: dir, Backend: "fake", Int8: useInt8, Int8Unavailable: l.noInt8}
 	if useInt8 {
-		st.Int8Kernel, st.WeightBytes = "fake-int8", 500
+		st.Int8Kernel = "fake-int8"
 	}
 	return l.open(dir), st, nil
 }

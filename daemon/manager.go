@@ -30,6 +30,14 @@ var errStopping = errors.New("the daemon is shutting down")
 func (d *Daemon) load(dir string, useInt8 bool) error {
 	d.loadMu.Lock()
 	defer d.loadMu.Unlock()
+	return d.loadLocked(dir, useInt8)
+}
+
+// loadLocked is load with d.loadMu held: the fit check, then the load
+// (loadModel). Every load goes through it: a switch, the reload of an
+// unloaded model, and the reloads on the fallback backend after a device
+// fault.
+func (d *Daemon) loadLocked(dir string, useInt8 bool) error {
 	d.setProgress(&api.LoadProgress{Model: dir, Phase: api.StateLoading}, api.StateLoading)
 	plan, err := d.fitCheck(dir, useInt8)
 	if err != nil {
@@ -70,8 +78,10 @@ func (d *Daemon) clearNote() {
 	d.mu.Unlock()
 }
 
-// loadModel is load after the fit check: it reads the checkpoint, warms it
-// up and puts it in service.
+// loadModel is loadLocked after the fit check: it reads the checkpoint,
+// warms it up and puts it in service. A warm-up that faults on a GPU whose
+// loader falls back starts over at loadLocked (its fit check included), on
+// the fallback backend.
 func (d *Daemon) loadModel(dir string, useInt8 bool, plan fitPlan) error {
 	d.setProgress(&api.LoadProgress{Model: dir, Phase: api.StateLoading}, api.StateLoading)
 	var eng Engine
@@ -91,6 +101,9 @@ func (d *Daemon) loadModel(dir string, useInt8 bool, plan fitPlan) error {
 	if !d.opts.NoWarmup {
 		if werr := safely("warm-up", func() error { return warmUp(d.ctx, eng) }); werr != nil {
 			eng.Close()
+			if warmUpFault(eng, werr) {
+				return d.loadLocked(dir, useInt8) // on the fallback backend, checked again
+			}
 			return d.loadFailed(dir, fmt.Errorf("warm-up: %w", werr))
 		}
 	}

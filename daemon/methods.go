@@ -19,9 +19,9 @@ func (d *Daemon) ServeIPC(ctx context.Context, req *ipc.Request) (any, error) {
 	case api.MethodConfigure:
 		return d.serveConfigure(req.Params)
 	case api.MethodDecide:
-		return d.serveDecide(ctx, req.Params)
+		return d.serveDecide(ctx, req)
 	case api.MethodDecideBatch:
-		return d.serveDecideBatch(ctx, req.Params)
+		return d.serveDecideBatch(ctx, req)
 	case api.MethodLoad:
 		return d.serveLoad(ctx, req.Params)
 	case api.MethodModels:
@@ -36,14 +36,14 @@ func (d *Daemon) ServeIPC(ctx context.Context, req *ipc.Request) (any, error) {
 	return nil, api.Errorf(api.CodeUnknownMethod, "no method %q (methods: %s)", req.Method, strings.Join(api.Methods[:], ", "))
 }
 
-func (d *Daemon) serveDecide(ctx context.Context, params msgpack.RawMessage) (any, error) {
-	if len(params) == 0 {
+func (d *Daemon) serveDecide(ctx context.Context, req *ipc.Request) (any, error) {
+	if len(req.Params) == 0 {
 		return nil, api.Errorf(api.CodeInvalidParams, "decide: params must be a request map {evidence, questions}")
 	}
-	if len(params) >= largeParams {
+	if len(req.Params) >= largeParams {
 		defer d.freeMemory()
 	}
-	r, err := decide.ParseMsgpack(params)
+	r, err := decide.Read(&req.Value, req.ValueErr)
 	if err != nil {
 		return nil, api.Errorf(api.CodeInvalidParams, "decide: %v", err)
 	}
@@ -57,14 +57,14 @@ func (d *Daemon) serveDecide(ctx context.Context, params msgpack.RawMessage) (an
 	return WireResponse(resp), nil
 }
 
-func (d *Daemon) serveDecideBatch(ctx context.Context, params msgpack.RawMessage) (any, error) {
-	if len(params) == 0 {
+func (d *Daemon) serveDecideBatch(ctx context.Context, req *ipc.Request) (any, error) {
+	if len(req.Params) == 0 {
 		return nil, api.Errorf(api.CodeInvalidParams, "decide_batch: params must be an array of requests or {requests: [...]}")
 	}
-	if len(params) >= largeParams {
+	if len(req.Params) >= largeParams {
 		defer d.freeMemory()
 	}
-	reqs, perrs, err := decide.ParseMsgpackBatch(params)
+	reqs, perrs, err := decide.ReadBatch(&req.Value, req.ValueErr)
 	if err != nil {
 		return nil, api.Errorf(api.CodeInvalidParams, "decide_batch: %v", err)
 	}

@@ -17,11 +17,6 @@ import (
 	"github.com/startlux/startlux/model"
 )
 
-// IsCheckpoint reports whether dir holds a decision checkpoint: a
-// decision_config.json next to a config.json (jevfmt/1), or naming a base
-// directory that holds one (pointer/1).
-func IsCheckpoint(dir string) bool { return decide.IsCheckpoint(dir) }
-
 // Uncalibrated is what the listing says of a model without a
 // decision_config.json (a plain chat checkpoint pulled from the Hub): the
 // engine cannot run it until zero-shot use exists.
@@ -51,7 +46,7 @@ func ListModels(dir string) ([]api.ModelEntry, error) {
 			continue
 		}
 		m := api.ModelEntry{Name: e.Name(), Path: p}
-		if !IsCheckpoint(p) {
+		if !decide.IsCheckpoint(p) {
 			if fi, err := os.Stat(filepath.Join(p, "config.json")); err != nil || !fi.Mode().IsRegular() {
 				continue
 			}
@@ -107,17 +102,17 @@ func ResolveModel(arg, modelsDir string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("model %s: %w", arg, err)
 		}
-		if !IsCheckpoint(dir) {
-			return "", fmt.Errorf("model %s is not a checkpoint (a directory with decision_config.json and config.json)", dir)
+		if err := decide.CheckCheckpoint(dir); err != nil {
+			return "", fmt.Errorf("model %w", err)
 		}
 		return dir, nil
 	}
 	dir := filepath.Join(modelsDir, arg)
-	if fi, err := os.Stat(filepath.Join(dir, "config.json")); err == nil && fi.Mode().IsRegular() && !IsCheckpoint(dir) {
+	if fi, err := os.Stat(filepath.Join(dir, "config.json")); err == nil && fi.Mode().IsRegular() && !decide.IsCheckpoint(dir) {
 		return "", fmt.Errorf("model %q in %s has no decision_config.json: it is %s", arg, modelsDir, Uncalibrated[:strings.Index(Uncalibrated, ":")])
 	}
-	if !IsCheckpoint(dir) {
-		return "", fmt.Errorf("no model %q in %s (a checkpoint is a directory with decision_config.json and config.json; \"startlux models\" lists them)", arg, modelsDir)
+	if !decide.IsCheckpoint(dir) {
+		return "", fmt.Errorf("no model %q in %s (a checkpoint is %s; \"startlux models\" lists them)", arg, modelsDir, decide.CheckpointRule)
 	}
 	return dir, nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/startlux/startlux/model"
 	"github.com/startlux/startlux/tensor"
+	"github.com/startlux/startlux/tokenizer"
 )
 
 // jobBase is what every request on its way through DecideBatch carries,
@@ -35,12 +36,58 @@ type batchJob interface {
 	answers() Answers
 }
 
-// family is what differs between the checkpoint families in DecideBatch.
-type family[J batchJob] struct {
-	// plan prepares the prefix a good job's rows start from.
-	plan func(context.Context, *runner, J) error
-	// run answers every good job, setting done on each one it finishes.
-	run func(context.Context, *runner, []J) error
+// jobsOf returns jobs as jobs of one family.
+func jobsOf[J batchJob](jobs []batchJob) []J {
+	out := make([]J, len(jobs))
+	for i, j := range jobs {
+		out[i] = j.(J)
+	}
+	return out
+}
+
+// candidate is a snapshot a job's rows may start from. pre marks snapshots
+// made before the request (they count as cached when used).
+type candidate struct {
+	sn   *snapshot
+	pre  bool
+	used bool
+}
+
+// family is what a checkpoint family adds to the engine: how it is opened
+// over the base model ([open] does the rest), and how its requests are
+// prepared and answered. There is one file per family: jevfmt.go (jevfmt/1)
+// and pointer.go (pointer/1).
+type family interface {
+	// format names the family (Info.Format).
+	format() string
+	// modelDir is the base model's directory in the checkpoint ("." for
+	// the checkpoint itself).
+	modelDir() string
+	// beforeLoad checks the tokenizer against the family's config and adds
+	// what the family loads with the model (an adapter) to lo; release, if
+	// not nil, is called once the model is loaded.
+	beforeLoad(src ckptSource, tok *tokenizer.Tokenizer, lo *model.LoadOptions) (release func(), err error)
+	// warmUpRows returns the rows of the warm-up requests (WarmUpRequests),
+	// by which an int8 model is calibrated at load.
+	warmUpRows(tok Encoder) [][]int32
+	// attach binds the family to its engine, whose model is loaded, and
+	// reads what else it needs (the letter rows of the LM head, a pointer
+	// head).
+	attach(src ckptSource, e *Engine) error
+	// probeRow returns the text of a row about evidence, as far as the
+	// evidence decides it: what rows share of it is the engine's preamble.
+	probeRow(evidence string) string
+	// prepare validates a request and tokenises its rows (the job's err
+	// says what is wrong with it).
+	prepare(r *Request) batchJob
+	// decide answers prepared jobs of the family together (runBatch).
+	decide(ctx context.Context, r *runner, jobs []batchJob) ([]*Response, []error)
+}
+
+// headWeights is implemented by families that hold weights besides the
+// model's (the pointer head): Info.WeightBytes counts them.
+type headWeights interface {
+	headBytes() int64
 }
 
 // Prepared is a request validated and tokenised by [Engine.Prepare],
@@ -59,12 +106,7 @@ func (p *Prepared) Tokens() int { return p.job.base().rendered }
 // everything of answering it that needs no forward pass. A bad request (one
 // over a limit included) is a *RequestError.
 func (e *Engine) Prepare(r *Request) (*Prepared, error) {
-	var j batchJob
-	if e.ptr != nil {
-		j = e.preparePointer(r)
-	} else {
-		j = e.prepare(r)
-	}
+	j := e.fam.prepare(r)
 	if err := j.base().err; err != nil {
 		return nil, err
 	}
@@ -84,18 +126,11 @@ type Turn func(ctx context.Context, tokens int) (done func(), err error)
 // longest rows first. The i-th response or error belongs to the i-th
 // request; a bad request does not affect the others.
 func (e *Engine) DecideBatch(ctx context.Context, reqs []*Request) ([]*Response, []error) {
-	if e.ptr != nil {
-		jobs := make([]*pjob, len(reqs))
-		for i, r := range reqs {
-			jobs[i] = e.preparePointer(r)
-		}
-		return runBatch(ctx, e.runner(nil, 0), jobs, e.pointerFamily())
-	}
-	jobs := make([]*job, len(reqs))
+	jobs := make([]batchJob, len(reqs))
 	for i, r := range reqs {
-		jobs[i] = e.prepare(r)
+		jobs[i] = e.fam.prepare(r)
 	}
-	return runBatch(ctx, e.runner(nil, 0), jobs, e.jevfmtFamily())
+	return e.fam.decide(ctx, e.runner(nil, 0), jobs)
 }
 
 // DecidePrepared answers prepared requests together, as DecideBatch does,
@@ -104,29 +139,17 @@ func (e *Engine) DecideBatch(ctx context.Context, reqs []*Request) ([]*Response,
 // Each request must have been prepared by this engine and is answered once.
 func (e *Engine) DecidePrepared(ctx context.Context, ps []*Prepared, turn Turn, passTokens int) ([]*Response, []error) {
 	errs := make([]error, len(ps))
-	var pjobs []*pjob
-	var jobs []*job
+	var jobs []batchJob
 	var at []int
 	for i, p := range ps {
 		if p.e != e {
 			errs[i] = errors.New("decide: a request prepared by another engine")
 			continue
 		}
-		switch j := p.job.(type) {
-		case *pjob:
-			pjobs = append(pjobs, j)
-		case *job:
-			jobs = append(jobs, j)
-		}
+		jobs = append(jobs, p.job) // of e's family: e prepared it
 		at = append(at, i)
 	}
-	var rs []*Response
-	var es []error
-	if e.ptr != nil {
-		rs, es = runBatch(ctx, e.runner(turn, passTokens), pjobs, e.pointerFamily())
-	} else {
-		rs, es = runBatch(ctx, e.runner(turn, passTokens), jobs, e.jevfmtFamily())
-	}
+	rs, es := e.fam.decide(ctx, e.runner(turn, passTokens), jobs)
 	resps := make([]*Response, len(ps))
 	for k, i := range at {
 		resps[i], errs[i] = rs[k], es[k]
@@ -135,10 +158,10 @@ func (e *Engine) DecidePrepared(ctx context.Context, ps []*Prepared, turn Turn, 
 }
 
 // runBatch is DecideBatch's outline, shared by both families: plan the
-// prefixes of the prepared jobs, run their rows together, and build the
+// prefix of each prepared job, run the rows of all together, and build the
 // responses. A bad request fails alone; an error of the model fails every
 // job it left unfinished. Snapshot references are released in any case.
-func runBatch[J batchJob](ctx context.Context, r *runner, jobs []J, f family[J]) ([]*Response, []error) {
+func runBatch[J batchJob](ctx context.Context, r *runner, jobs []J, plan func(context.Context, *runner, J) error, run func(context.Context, *runner, []J) error) ([]*Response, []error) {
 	start := time.Now()
 	resps := make([]*Response, len(jobs))
 	errs := make([]error, len(jobs))
@@ -151,10 +174,10 @@ func runBatch[J batchJob](ctx context.Context, r *runner, jobs []J, f family[J])
 	}()
 	for _, j := range jobs {
 		if b := j.base(); b.err == nil {
-			b.err = f.plan(ctx, r, j)
+			b.err = plan(ctx, r, j)
 		}
 	}
-	if err := f.run(ctx, r, jobs); err != nil {
+	if err := run(ctx, r, jobs); err != nil {
 		for _, j := range jobs {
 			if b := j.base(); b.err == nil && b.done.IsZero() {
 				b.err = err
@@ -315,3 +338,8 @@ func (r *runner) longRow(ctx context.Context, row model.Row, cut int, head *tens
 	done(out[0])
 	return nil
 }
+
+var (
+	_ family = (*jevfmtFamily)(nil)
+	_ family = (*pointerFamily)(nil)
+)

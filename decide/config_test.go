@@ -105,7 +105,7 @@ func TestConfigErrors(t *testing.T) {
 func TestTooLongRequests(t *testing.T) {
 	e := openDemo(t, Options{})
 	ran := 0
-	e.trace = func(*Request, *Question, []int32, []float32) { ran++ }
+	jevfmtOf(e).trace = func(*Request, *Question, []int32, []float32) { ran++ }
 	limit := e.Info().MaxPositions
 	if limit <= 0 {
 		t.Skip("the model has no position limit")

@@ -58,7 +58,7 @@ func TestDecideDemo(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[rowKey][][]int32{}
 	logits := map[rowKey][][]float32{}
-	e.trace = func(r *Request, q *Question, ids []int32, z []float32) {
+	jevfmtOf(e).trace = func(r *Request, q *Question, ids []int32, z []float32) {
 		mu.Lock()
 		defer mu.Unlock()
 		k := rowKey{r, q.Name}
@@ -125,3 +125,9 @@ func TestDecideDemo(t *testing.T) {
 	}
 	t.Logf("worst |Δp| %.3g, worst letter-logit rel err %.3g", worstP, worstZ)
 }
+
+// jevfmtOf returns the family of a jevfmt/1 engine.
+func jevfmtOf(e *Engine) *jevfmtFamily { return e.fam.(*jevfmtFamily) }
+
+// pointerOf returns the family of a pointer/1 engine.
+func pointerOf(e *Engine) *pointerFamily { return e.fam.(*pointerFamily) }

@@ -3,6 +3,8 @@ package decide
 import (
 	"strconv"
 	"strings"
+
+	"github.com/startlux/startlux/value"
 )
 
 // RequestError is a problem with a request: the daemon answers it as a bad
@@ -51,11 +53,11 @@ func joinPath(p *pathNode, key string) *pathNode { return &pathNode{parent: p, k
 
 func indexPath(p *pathNode, i int) *pathNode { return &pathNode{parent: p, index: i} }
 
-// segments lists the path from the root.
-func (p *pathNode) segments() []*pathNode {
-	var s []*pathNode
+// path lists the steps from the root.
+func (p *pathNode) path() value.Path {
+	var s value.Path
 	for ; p != nil; p = p.parent {
-		s = append(s, p)
+		s = append(s, value.Step{Key: p.key, Index: p.index})
 	}
 	for i, j := 0, len(s)-1; i < j; i, j = i+1, j-1 {
 		s[i], s[j] = s[j], s[i]
@@ -63,69 +65,40 @@ func (p *pathNode) segments() []*pathNode {
 	return s
 }
 
-// format writes segments as a path: name.key[3]["odd key"].
-func formatPath(segs []*pathNode) string {
-	var b strings.Builder
-	for i, s := range segs {
-		if s.index >= 0 {
-			b.WriteString("[" + strconv.Itoa(s.index) + "]")
-			continue
-		}
-		if isPlainKey(s.key) {
-			if i > 0 {
-				b.WriteByte('.')
-			}
-			b.WriteString(s.key)
-		} else {
-			b.WriteString("[" + strconv.Quote(s.key) + "]")
-		}
-	}
-	return b.String()
-}
+// pathError makes a *RequestError about the value at path p, as
+// [pathStepsError] does.
+func pathError(p *pathNode, msg string) *RequestError { return pathStepsError(p.path(), msg) }
 
-func isPlainKey(k string) bool {
-	if k == "" {
-		return false
-	}
-	for _, c := range k {
-		if !(c == '_' || c == '-' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			return false
-		}
-	}
-	return true
-}
-
-// pathError makes a *RequestError about the value at path p: inside
+// pathStepsError makes a *RequestError about the value at path segs: inside
 // questions.<name>.<field> it names the question and field; otherwise the
 // first key of the path is the field. msg is completed with the rest of the
 // path when the problem is deeper than the field.
-func pathError(p *pathNode, msg string) *RequestError {
-	segs := p.segments()
+func pathStepsError(segs value.Path, msg string) *RequestError {
 	e := &RequestError{Message: msg}
 	// Inside a batch ([i] or requests[i]) the path is named from the request.
-	if len(segs) > 0 && segs[0].index < 0 && segs[0].key == "requests" && len(segs) > 1 && segs[1].index >= 0 {
+	if len(segs) > 0 && segs[0].Index < 0 && segs[0].Key == "requests" && len(segs) > 1 && segs[1].Index >= 0 {
 		segs = segs[1:]
 	}
-	if len(segs) > 0 && segs[0].index >= 0 {
-		e.Item = segs[0].index + 1
+	if len(segs) > 0 && segs[0].Index >= 0 {
+		e.Item = segs[0].Index + 1
 		segs = segs[1:]
 	}
 	if len(segs) == 0 {
 		return e
 	}
 	rest := segs[1:]
-	e.Field = segs[0].key
-	if segs[0].key == "questions" && len(segs) >= 2 {
-		e.Question = segs[1].key
+	e.Field = segs[0].Key
+	if segs[0].Key == "questions" && len(segs) >= 2 {
+		e.Question = segs[1].Key
 		e.Field = ""
 		rest = nil
 		if len(segs) >= 3 {
-			e.Field = segs[2].key
+			e.Field = segs[2].Key
 			rest = segs[3:]
 		}
 	}
 	if len(rest) > 0 {
-		e.Message += " at " + formatPath(segs)
+		e.Message += " at " + segs.String()
 	}
 	return e
 }

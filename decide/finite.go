@@ -3,6 +3,8 @@ package decide
 import (
 	"fmt"
 	"math"
+
+	"github.com/startlux/startlux/value"
 )
 
 // NonFiniteError is the error of a request whose model outputs are not
@@ -57,6 +59,29 @@ func checkAnswers(as Answers) error {
 	for _, a := range as {
 		if v := nonFinite(a.Probs); v != "" {
 			return &NonFiniteError{Question: a.Name, What: "probabilities", Value: v}
+		}
+	}
+	return nil
+}
+
+// checkFinite returns the path of the first non-finite float in v, or nil.
+func checkFinite(v *value.Value, path *pathNode) *pathNode {
+	switch v.Kind {
+	case value.Float:
+		if math.IsNaN(v.Float) || math.IsInf(v.Float, 0) {
+			return path
+		}
+	case value.Array:
+		for i := range v.Arr {
+			if p := checkFinite(&v.Arr[i], indexPath(path, i)); p != nil {
+				return p
+			}
+		}
+	case value.Object:
+		for i := range v.Obj {
+			if p := checkFinite(&v.Obj[i].Value, joinPath(path, v.Obj[i].Key)); p != nil {
+				return p
+			}
 		}
 	}
 	return nil

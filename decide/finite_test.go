@@ -108,7 +108,7 @@ func TestNonFiniteNeverAnswered(t *testing.T) {
 	intact := open(demoDir())
 	rowsOf := func(r *Request) [][]int32 {
 		var rows [][]int32
-		for _, qj := range intact.prepare(r).qs {
+		for _, qj := range intact.fam.prepare(r).(*job).qs {
 			rows = append(rows, qj.first...)
 		}
 		return rows

@@ -23,7 +23,7 @@ func TestEstimateWeights(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := e.WeightBytes()
+		got := e.Info().WeightBytes
 		e.Close()
 		if f.Weights != got {
 			t.Errorf("int8 %v: estimated weights %d bytes, the engine holds %d", int8, f.Weights, got)

@@ -5,20 +5,18 @@ import (
 	"fmt"
 
 	"github.com/startlux/startlux/tokenizer"
+	"github.com/startlux/startlux/value"
 )
 
-// The default per-request limits (Options.Limits) and the parsers' bound.
+// The default per-request limits (Options.Limits). What a request document
+// may hold before it is a request is bounded by package value (MaxDepth,
+// MaxValues).
 const (
 	// DefaultMaxQuestions is the most questions a request may ask.
 	DefaultMaxQuestions = 256
 	// DefaultMaxRequestTokens bounds the tokens of every row a request
 	// renders, all questions and wide-choice stages together.
 	DefaultMaxRequestTokens = 262144
-	// MaxValues bounds the values (strings, numbers, keys' values, ...) of
-	// one request document: a tree node costs some 100 bytes, so this keeps
-	// a parsed request near 100 MB whatever its frame holds. No model's
-	// position limit takes that much evidence.
-	MaxValues = 1 << 20
 )
 
 // Limits bound what one request may make the engine hold and compute; a
@@ -71,17 +69,17 @@ func validatedEvidence(r *Request, lim Limits, maxBytes int) (string, error) {
 // minRenderedBytes returns a lower bound of the bytes RenderJSON makes of
 // v, without rendering it: the bytes of its strings and keys, and one per
 // other value.
-func minRenderedBytes(v *Value) int {
+func minRenderedBytes(v *value.Value) int {
 	switch v.Kind {
-	case String:
+	case value.String:
 		return len(v.Str)
-	case Array:
+	case value.Array:
 		n := 2
 		for i := range v.Arr {
 			n += minRenderedBytes(&v.Arr[i])
 		}
 		return n
-	case Object:
+	case value.Object:
 		n := 2
 		for i := range v.Obj {
 			n += len(v.Obj[i].Key) + minRenderedBytes(&v.Obj[i].Value)

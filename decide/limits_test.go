@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/startlux/startlux/value"
 )
 
 // questionsJSON returns n noul questions q0..q(n-1) as a JSON object.
@@ -105,13 +107,13 @@ func TestRequestLimits(t *testing.T) {
 // TestMaxValues: many values in a small document; the msgpack parser (the
 // daemon's) stops at MaxValues. (The JSON parser counts the same way.)
 func TestMaxValues(t *testing.T) {
-	arr := make([]int, MaxValues+1)
+	arr := make([]int, value.MaxValues+1)
 	body, err := msgpack.Marshal(map[string]any{"evidence": arr, "questions": map[string]any{}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ParseMsgpack(body); err == nil || !strings.Contains(err.Error(), "more than 1048576 values in the document (max_values)") {
-		t.Errorf("a request of %d values: %v", MaxValues+2, err)
+	if _, err := parseMsgpack(body); err == nil || !strings.Contains(err.Error(), "more than 1048576 values in the document (max_values)") {
+		t.Errorf("a request of %d values: %v", value.MaxValues+2, err)
 	}
 }
 

@@ -198,9 +198,9 @@ func TestPositionPrior(t *testing.T) {
 	req.Permute = false
 
 	prior := []float64{0.7, 0.1, 0.1, 0.1}
-	cfg := *e.cfg
+	cfg := *jevfmtOf(e).cfg
 	cfg.PositionPrior = map[string]map[string][]float64{"choice": {"4": prior}, "score": {"3": {0.2, 0.3, 0.5}}}
-	e.cfg = &cfg
+	jevfmtOf(e).cfg = &cfg
 	withPrior, err := e.Decide(ctx, req)
 	if err != nil {
 		t.Fatal(err)
@@ -250,10 +250,7 @@ func TestPermuteRefusals(t *testing.T) {
 		t.Errorf("permuted: ok %v wide %v, want true false", r.Permuted(&r.Questions[0]), r.Permuted(&r.Questions[1]))
 	}
 	// The flag survives the round trip through JSON and msgpack.
-	js, err := r.MarshalJSON()
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := requestJSON(t, r)
 	back, err := ParseJSON(js)
 	if err != nil {
 		t.Fatal(err)
@@ -263,9 +260,9 @@ func TestPermuteRefusals(t *testing.T) {
 	}
 	// A model whose groups are narrower than the question refuses it.
 	e := openDemo(t, Options{})
-	cfg := *e.cfg
+	cfg := *jevfmtOf(e).cfg
 	cfg.WideChoice.Group, cfg.WideChoice.Keep = 4, 2
-	e.cfg = &cfg
+	jevfmtOf(e).cfg = &cfg
 	req := pageRequest(t, 1, 1, `{"c": `+choiceJSON("Which city?", cityOptions, `, "permute": true`)+`}`)
 	_, err = e.Decide(context.Background(), req)
 	if re, ok := err.(*RequestError); !ok || re.Question != "c" || !strings.Contains(re.Message, "5 options") {

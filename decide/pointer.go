@@ -7,9 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"os"
-	"path"
-	"path/filepath"
 	"time"
 
 	"github.com/startlux/startlux/model"
@@ -100,8 +97,12 @@ func (c *PointerConfig) check() error {
 	return nil
 }
 
-// pointerEngine holds what a pointer/1 engine adds to [Engine].
-type pointerEngine struct {
+// pointerFamily is the pointer/1 family: each request's state (system
+// turn and evidence) runs once, then each question's branch from it, and a
+// pointer head reads the options' own positions. It embeds the engine it
+// belongs to.
+type pointerFamily struct {
+	*Engine
 	cfg    *PointerConfig
 	wq, wk []float32 // the head's projections, [dp, H] row-major, float32
 	dp     int
@@ -114,74 +115,64 @@ type pointerEngine struct {
 	trace func(r *Request, q *Question, state, branch []int32, decide int, opts []int, logits []float32)
 }
 
-// openPointer opens a pointer/1 checkpoint: the tokenizer and weights of the
-// base (with the adapter merged), and the head.
-func openPointer(src ckptSource, cfgData []byte, info Info, opts Options) (_ *Engine, err error) {
-	cfg, err := ParsePointerConfig(cfgData)
+// headBytes implements headWeights: the head's projections, float32.
+func (f *pointerFamily) headBytes() int64 { return 4 * int64(len(f.wq)+len(f.wk)) }
+
+// newPointerFamily reads a pointer/1 decision config.
+func newPointerFamily(data []byte, opts Options) (*pointerFamily, error) {
+	cfg, err := ParsePointerConfig(data)
 	if err != nil {
 		return nil, err
 	}
-	tokFile := path.Join(cfg.Base, "tokenizer.json")
-	data, err := src.read(tokFile)
+	return &pointerFamily{cfg: cfg, dp: cfg.Head.DP, factor: 1 / math.Sqrt(float64(cfg.Head.DP)) / cfg.Head.Temperature, row: opts.RowForm}, nil
+}
+
+func (e *pointerFamily) format() string   { return PointerFormat }
+func (e *pointerFamily) modelDir() string { return e.cfg.Base }
+
+// beforeLoad loads the adapter, if any, to be merged into the base's
+// weights (copies: it is closed once the model is loaded).
+func (e *pointerFamily) beforeLoad(src ckptSource, _ *tokenizer.Tokenizer, lo *model.LoadOptions) (func(), error) {
+	if e.cfg.Adapter == "" {
+		return nil, nil
+	}
+	ad, err := src.adapter(e.cfg.Adapter)
 	if err != nil {
 		return nil, err
 	}
-	tok, err := tokenizer.FromJSON(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", tokFile, err)
+	lo.Adapter, lo.LoRAScale = ad, 1
+	if e.cfg.LoRAScale != nil {
+		lo.LoRAScale = *e.cfg.LoRAScale
 	}
-	rows := func() [][]int32 { return cfg.warmUpRows(tok) }
-	lo := model.LoadOptions{Progress: opts.Progress, Int8: opts.int8Options(rows)}
-	if cfg.Adapter != "" {
-		ad, err := src.adapter(cfg.Adapter)
-		if err != nil {
-			return nil, err
+	return func() { ad.Close() }, nil
+}
+
+func (e *pointerFamily) warmUpRows(tok Encoder) [][]int32 { return e.cfg.warmUpRows(tok) }
+
+// attach reads the head.
+func (e *pointerFamily) attach(src ckptSource, eng *Engine) error {
+	e.Engine = eng
+	return e.readHead(src, eng.m.Config.Hidden)
+}
+
+// probeRow is a request's state.
+func (e *pointerFamily) probeRow(evidence string) string { return pointerState(e.cfg.System, evidence) }
+
+// decide runs each job's state (unless in the row form) and then every
+// question's branches.
+func (e *pointerFamily) decide(ctx context.Context, r *runner, jobs []batchJob) ([]*Response, []error) {
+	plan := func(ctx context.Context, r *runner, j *pjob) error {
+		if e.row {
+			return nil
 		}
-		defer ad.Close() // the merged weights are copies
-		lo.Adapter, lo.LoRAScale = ad, 1
-		if cfg.LoRAScale != nil {
-			lo.LoRAScale = *cfg.LoRAScale
-		}
+		return e.pointerState(ctx, r, j)
 	}
-	m, err := src.load(cfg.Base, lo)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			m.Close()
-		}
-	}()
-	pe := &pointerEngine{cfg: cfg, dp: cfg.Head.DP, factor: 1 / math.Sqrt(float64(cfg.Head.DP)) / cfg.Head.Temperature, row: opts.RowForm}
-	if err := pe.readHead(src, m.Config.Hidden); err != nil {
-		return nil, err
-	}
-	limit := opts.CacheLimit
-	if limit == 0 {
-		limit = DefaultCacheLimit
-	}
-	e := &Engine{ptr: pe, tok: tok, m: m, store: newSnapshotStore(limit), preamble: &snapshot{refs: 1}}
-	e.setLimits(opts)
-	pre := pointerPreamble(tok, cfg.System)
-	if len(pre) > 0 {
-		st, err := m.Prefill(context.Background(), nil, pre)
-		if err != nil {
-			return nil, fmt.Errorf("preamble: %w", err)
-		}
-		e.preamble = &snapshot{ids: pre, state: st, bytes: st.Bytes(), refs: 1}
-	}
-	info.Format = PointerFormat
-	info.Backend = m.Backend().Name()
-	info.Int8, info.WeightBytes = m.Int8(), m.WeightBytes()
-	info.MaxPositions = m.Config.MaxPositions
-	info.PreambleTokens = len(pre)
-	e.info = info
-	return e, nil
+	return runBatch(ctx, r, jobsOf[*pjob](jobs), plan, e.runBranches)
 }
 
 // readHead reads the head's q_proj and k_proj, each [dp, hidden].
-func (pe *pointerEngine) readHead(src ckptSource, hidden int) error {
-	name := pe.cfg.Head.File
+func (e *pointerFamily) readHead(src ckptSource, hidden int) error {
+	name := e.cfg.Head.File
 	data, err := src.read(name)
 	if err != nil {
 		return err
@@ -193,7 +184,7 @@ func (pe *pointerEngine) readHead(src ckptSource, hidden int) error {
 	for _, t := range []struct {
 		key string
 		dst *[]float32
-	}{{"q_proj.weight", &pe.wq}, {"k_proj.weight", &pe.wk}} {
+	}{{"q_proj.weight", &e.wq}, {"k_proj.weight", &e.wk}} {
 		info := f.Tensor(t.key)
 		if info == nil {
 			return fmt.Errorf("%s: tensor %s is missing", name, t.key)
@@ -201,8 +192,8 @@ func (pe *pointerEngine) readHead(src ckptSource, hidden int) error {
 		if !info.DType.IsFloat() || len(info.Shape) != 2 {
 			return fmt.Errorf("%s: tensor %s is %s %v, want a float matrix [dp, hidden]", name, t.key, info.DType, info.Shape)
 		}
-		if info.Shape[0] != pe.dp {
-			return fmt.Errorf("%s: tensor %s has %d rows, but head.dp is %d", name, t.key, info.Shape[0], pe.dp)
+		if info.Shape[0] != e.dp {
+			return fmt.Errorf("%s: tensor %s has %d rows, but head.dp is %d", name, t.key, info.Shape[0], e.dp)
 		}
 		if info.Shape[1] != hidden {
 			return fmt.Errorf("%s: tensor %s is %d wide, which does not match the base's hidden size %d", name, t.key, info.Shape[1], hidden)
@@ -216,23 +207,6 @@ func (pe *pointerEngine) readHead(src ckptSource, hidden int) error {
 // the evidence.
 func pointerState(system, evidence string) string {
 	return "<|im_start|>system\n" + system + "<|im_end|>\n<|im_start|>user\nEvidence:\n" + evidence + "\n\n"
-}
-
-// pointerPreamble returns the longest token prefix shared by the states of
-// evidence of every JSON kind. (Each state is still checked before the
-// preamble is used.)
-func pointerPreamble(tok Encoder, system string) []int32 {
-	probes := []string{`{}`, `{"a": 1}`, `[]`, `[1]`, `""`, `"a"`, `" "`, `0`, `-1`, `1.5`, `true`, `false`, `null`}
-	var pre []int32
-	for i, p := range probes {
-		ids := tok.Encode(pointerState(system, p))
-		if i == 0 {
-			pre = ids
-			continue
-		}
-		pre = pre[:commonPrefix(pre, ids)]
-	}
-	return pre[:len(pre):len(pre)]
 }
 
 // pointerBranch returns the token ids of one question's branch, built piece
@@ -300,21 +274,10 @@ type pbranch struct {
 	pos    []int
 }
 
-// pointerFamily is DecideBatch for a pointer/1 engine: each request's state
-// runs once into a prefix state (or comes from the snapshot store), then
-// every question's branch runs as a right-padded row from it, rows of all
-// requests packed into passes of at most Options.PassTokens padded tokens.
-func (e *Engine) pointerFamily() family[*pjob] {
-	return family[*pjob]{
-		plan: func(ctx context.Context, r *runner, j *pjob) error {
-			if e.ptr.row {
-				return nil
-			}
-			return e.pointerState(ctx, r, j)
-		},
-		run: e.runBranches,
-	}
-}
+// A pointer/1 batch: each request's state runs once into a prefix state (or
+// comes from the snapshot store), then every question's branch runs as a
+// right-padded row from it, rows of all requests packed into passes of at
+// most Options.PassTokens padded tokens.
 
 func (j *pjob) answers() Answers {
 	var as Answers
@@ -324,22 +287,22 @@ func (j *pjob) answers() Answers {
 	return as
 }
 
-// preparePointer validates a request, tokenises its state and branches and
-// checks them against the model's and the request limits.
-func (e *Engine) preparePointer(r *Request) *pjob {
+// prepare validates a request, tokenises its state and branches and checks
+// them against the model's and the request limits.
+func (e *pointerFamily) prepare(r *Request) batchJob {
 	j := &pjob{jobBase: jobBase{req: r}}
 	j.err = e.preparePointerRows(j)
 	j.left = len(j.qs)
 	return j
 }
 
-func (e *Engine) preparePointerRows(j *pjob) error {
+func (e *pointerFamily) preparePointerRows(j *pjob) error {
 	r := j.req
 	ev, err := validatedEvidence(r, e.limits, e.maxEvidenceBytes())
 	if err != nil {
 		return err
 	}
-	if j.state, err = evidenceTokens(e.tok, pointerState(e.ptr.cfg.System, ev), e.limits); err != nil {
+	if j.state, err = evidenceTokens(e.tok, pointerState(e.cfg.System, ev), e.limits); err != nil {
 		return err
 	}
 	limit := e.info.MaxPositions
@@ -387,7 +350,7 @@ func (e *Engine) preparePointerRows(j *pjob) error {
 // pointerState makes the snapshot of a job's state that its branches start
 // from: a kept one, or the state run from the longest snapshot that
 // precedes it (the preamble, a kept shorter prefix) and offered to the store.
-func (e *Engine) pointerState(ctx context.Context, r *runner, j *pjob) error {
+func (e *pointerFamily) pointerState(ctx context.Context, r *runner, j *pjob) error {
 	S := j.state
 	var base *snapshot
 	if len(e.preamble.ids) > 0 && len(e.preamble.ids) < len(S) && isPrefix(e.preamble.ids, S) {
@@ -433,7 +396,7 @@ type ptask struct {
 
 // runBranches runs every question's row (forwardPasses) and reads the head
 // out.
-func (e *Engine) runBranches(ctx context.Context, r *runner, jobs []*pjob) error {
+func (e *pointerFamily) runBranches(ctx context.Context, r *runner, jobs []*pjob) error {
 	var tasks []ptask
 	for _, j := range jobs {
 		if j.err != nil {
@@ -465,9 +428,9 @@ func (e *Engine) runBranches(ctx context.Context, r *runner, jobs []*pjob) error
 		t := tasks[k]
 		pq := t.pq
 		b := &pq.branches[t.shift]
-		z := e.ptr.logits(out, len(b.pos), H)
-		if e.ptr.trace != nil {
-			e.ptr.trace(t.j.req, pq.q, t.j.state, b.ids, b.decide, b.pos, z)
+		z := e.logits(out, len(b.pos), H)
+		if e.trace != nil {
+			e.trace(t.j.req, pq.q, t.j.state, b.ids, b.decide, b.pos, z)
 		}
 		t.j.checkLogits(pq.q, z)
 		pq.logits[t.shift] = z
@@ -487,9 +450,9 @@ func (e *Engine) runBranches(ctx context.Context, r *runner, jobs []*pjob) error
 // logits applies the head to a row's gathered hidden states (n options,
 // then decide, each H wide): logit_i = (Wq·h_decide)·(Wk·h_i)/√dp/T, in
 // float32 inputs with float64 sums.
-func (pe *pointerEngine) logits(h []float32, n, H int) []float32 {
+func (e *pointerFamily) logits(h []float32, n, H int) []float32 {
 	proj := func(w, x []float32, dst []float64) {
-		for d := range pe.dp {
+		for d := range e.dp {
 			row := w[d*H : (d+1)*H]
 			var s float64
 			for c, v := range row {
@@ -498,37 +461,17 @@ func (pe *pointerEngine) logits(h []float32, n, H int) []float32 {
 			dst[d] = s
 		}
 	}
-	q := make([]float64, pe.dp)
-	k := make([]float64, pe.dp)
-	proj(pe.wq, h[n*H:(n+1)*H], q)
+	q := make([]float64, e.dp)
+	k := make([]float64, e.dp)
+	proj(e.wq, h[n*H:(n+1)*H], q)
 	z := make([]float32, n)
 	for i := range n {
-		proj(pe.wk, h[i*H:(i+1)*H], k)
+		proj(e.wk, h[i*H:(i+1)*H], k)
 		var s float64
 		for d, v := range q {
 			s += v * k[d]
 		}
-		z[i] = float32(s * pe.factor)
+		z[i] = float32(s * e.factor)
 	}
 	return z
-}
-
-// IsCheckpoint reports whether dir holds a decision checkpoint of either
-// family: a decision_config.json with the model's config.json beside it
-// (jevfmt/1) or in its base directory (pointer/1).
-func IsCheckpoint(dir string) bool {
-	data, err := readCheckpointFile(filepath.Join(dir, ConfigFile))
-	if err != nil {
-		return false
-	}
-	base := "."
-	if configFormat(data) == PointerFormat {
-		c, err := ParsePointerConfig(data)
-		if err != nil {
-			return false
-		}
-		base = c.Base
-	}
-	fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(base), "config.json"))
-	return err == nil && fi.Mode().IsRegular()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/startlux/startlux/model"
 	"github.com/startlux/startlux/model/modeltest"
 	"github.com/startlux/startlux/model/safetensors"
+	"github.com/startlux/startlux/value"
 )
 
 func pointerDir() string { return filepath.Join(repoTestdata, "tiny-pointer") }
@@ -83,7 +84,7 @@ type pointerRow struct {
 func tracePointer(e *Engine) (map[*Request]map[string]pointerRow, *sync.Mutex) {
 	var mu sync.Mutex
 	rows := map[*Request]map[string]pointerRow{}
-	e.ptr.trace = func(r *Request, q *Question, state, branch []int32, decide int, opts []int, z []float32) {
+	pointerOf(e).trace = func(r *Request, q *Question, state, branch []int32, decide int, opts []int, z []float32) {
 		mu.Lock()
 		defer mu.Unlock()
 		if rows[r] == nil {
@@ -328,7 +329,7 @@ func TestPointerAloneVersusAmong(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other := &Request{Evidence: StringValue("something else entirely"), Questions: many.Questions[:1]}
+	other := &Request{Evidence: value.NewString("something else entirely"), Questions: many.Questions[:1]}
 	for i, q := range many.Questions {
 		alone, err := e.Decide(context.Background(), &Request{Evidence: many.Evidence, Questions: []Question{q}})
 		if err != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/startlux/startlux/value"
 )
 
 // pageRequest builds a request about a page of n rows with the questions
@@ -48,7 +50,7 @@ type rowLog struct {
 
 func (l *rowLog) attach(e *Engine) {
 	l.rows = map[*Request][][]int32{}
-	e.trace = func(r *Request, q *Question, ids []int32, z []float32) {
+	jevfmtOf(e).trace = func(r *Request, q *Question, ids []int32, z []float32) {
 		l.mu.Lock()
 		l.rows[r] = append(l.rows[r], append([]int32(nil), ids...))
 		l.mu.Unlock()
@@ -141,7 +143,7 @@ func TestPrefixPlanAgrees(t *testing.T) {
 		pageRequest(t, 2, 30, fourQuestions),
 		req,
 		pageRequest(t, 3, 2, `{"a": {"type": "noul", "instructions": "Is it there?"}}`),
-		{Evidence: NullValue(), Questions: []Question{{Name: "bad", Type: "rank", Instructions: "x"}}},
+		{Evidence: value.Value{}, Questions: []Question{{Name: "bad", Type: "rank", Instructions: "x"}}},
 	}
 	rs, errs := e.DecideBatch(ctx, others)
 	for i, err := range errs {

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+
+	"github.com/startlux/startlux/value"
 )
 
 // decideCase is one case of decide-demo.json.
@@ -25,16 +27,16 @@ type goldenRow struct {
 	logits []float32
 }
 
-func numOf(t testing.TB, v *Value) float64 {
+func numOf(t testing.TB, v *value.Value) float64 {
 	t.Helper()
 	switch v.Kind {
-	case Int:
+	case value.Int:
 		f, err := strconv.ParseFloat(v.Int, 64)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return f
-	case Float:
+	case value.Float:
 		return v.Float
 	}
 	t.Fatalf("not a number: %v", v.Kind)
@@ -43,7 +45,7 @@ func numOf(t testing.TB, v *Value) float64 {
 
 func loadDecideCases(t testing.TB) []decideCase {
 	t.Helper()
-	root, err := parseJSONValue(readFile(t, filepath.Join(repoTestdata, "goldens", "decide-demo.json")))
+	root, err := value.ParseJSON(readFile(t, filepath.Join(repoTestdata, "goldens", "decide-demo.json")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +144,7 @@ func TestReadoutFromGoldenLogits(t *testing.T) {
 				if d := math.Abs(a.Probs[j] - ga.probs[j]); d > 1e-6 {
 					t.Errorf("case %d %s: p[%d] = %v, want %v", ci, q.Name, j, a.Probs[j], ga.probs[j])
 				}
-				b, _ := Value{Kind: kindOfID(a.Options[j]), Str: strID(a.Options[j]), Int: intID(a.Options[j])}.MarshalJSON()
+				b, _ := value.Value{Kind: kindOfID(a.Options[j]), Str: strID(a.Options[j]), Int: intID(a.Options[j])}.MarshalJSON()
 				if string(b) != ga.options[j] {
 					t.Errorf("case %d %s: option %d = %s, want %s", ci, q.Name, j, b, ga.options[j])
 				}
@@ -154,11 +156,11 @@ func TestReadoutFromGoldenLogits(t *testing.T) {
 	}
 }
 
-func kindOfID(id any) Kind {
+func kindOfID(id any) value.Kind {
 	if _, ok := id.(int); ok {
-		return Int
+		return value.Int
 	}
-	return String
+	return value.String
 }
 
 func strID(id any) string { s, _ := id.(string); return s }

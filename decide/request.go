@@ -1,8 +1,11 @@
 package decide
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/startlux/startlux/value"
 )
 
 // QuestionType is the type of a question: noul, choice or score.
@@ -29,7 +32,7 @@ const (
 // every question to be read over all cyclic shifts of its options (see
 // [Question.Permute]).
 type Request struct {
-	Evidence  Value
+	Evidence  value.Value
 	Questions []Question
 	Permute   bool
 }
@@ -43,7 +46,7 @@ type Question struct {
 	Name         string
 	Type         QuestionType
 	Instructions string
-	Criteria     Value
+	Criteria     value.Value
 	Permute      *bool
 }
 
@@ -66,24 +69,23 @@ type Option struct {
 // noulOptions are the fixed options of a noul question.
 var noulOptions = [...]Option{{"yes", "yes"}, {"no", "no"}, {"unknown", "the evidence does not say"}}
 
-// ParseJSON parses and validates a request from JSON. Every problem is a
-// *RequestError.
+// ParseJSON parses and validates a request from JSON: [value.ParseJSON],
+// then [Read]. Every problem is a *RequestError.
 func ParseJSON(data []byte) (*Request, error) {
-	v, err := parseJSONValue(data)
-	if err != nil {
-		return nil, err
-	}
-	return requestFromValue(&v)
+	v, err := value.ParseJSON(data)
+	return Read(&v, err)
 }
 
-// ParseMsgpack parses and validates a request from msgpack (the daemon's
-// params). Every problem is a *RequestError.
-func ParseMsgpack(data []byte) (*Request, error) {
-	v, err := parseMsgpackValue(data)
+// Read validates a request parsed into a value tree (by value.ParseJSON or
+// value.ParseMsgpack, or a frame's params as package ipc decodes them). err
+// is the error of parsing it, if any: a *value.Error becomes the
+// *RequestError naming where in the request it is, any other error is
+// returned as it is. Every problem with the request is a *RequestError.
+func Read(v *value.Value, err error) (*Request, error) {
 	if err != nil {
-		return nil, err
+		return nil, parseError(err)
 	}
-	return requestFromValue(&v)
+	return requestFromValue(v)
 }
 
 // ParseJSONBatch parses many requests from JSON: an array of requests or an
@@ -91,32 +93,39 @@ func ParseMsgpack(data []byte) (*Request, error) {
 // whole (err); otherwise each request is parsed on its own and a bad one
 // gets its error at its index in errs, its *Request being nil.
 func ParseJSONBatch(data []byte) (reqs []*Request, errs []error, err error) {
-	v, err := parseJSONValue(data)
-	if err != nil {
-		return nil, nil, err
-	}
-	return batchFromValue(&v)
+	v, err := value.ParseJSON(data)
+	return ReadBatch(&v, err)
 }
 
-// ParseMsgpackBatch is [ParseJSONBatch] for msgpack.
-func ParseMsgpackBatch(data []byte) (reqs []*Request, errs []error, err error) {
-	v, err := parseMsgpackValue(data)
+// ReadBatch is [ParseJSONBatch] for a document parsed into a value tree,
+// err being the error of parsing it, as for [Read].
+func ReadBatch(v *value.Value, err error) (reqs []*Request, errs []error, _ error) {
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, parseError(err)
 	}
-	return batchFromValue(&v)
+	return batchFromValue(v)
 }
 
-func batchFromValue(v *Value) ([]*Request, []error, error) {
+// parseError turns the error of parsing a document into the
+// *RequestError naming where it is.
+func parseError(err error) error {
+	var ve *value.Error
+	if !errors.As(err, &ve) {
+		return err
+	}
+	return pathStepsError(ve.Path, ve.Message)
+}
+
+func batchFromValue(v *value.Value) ([]*Request, []error, error) {
 	list := v
-	if v.Kind == Object {
+	if v.Kind == value.Object {
 		rs, ok := v.Get("requests")
 		if !ok || len(v.Obj) != 1 {
 			return nil, nil, &RequestError{Field: "requests", Message: "a batch is an array of requests or an object with just \"requests\""}
 		}
 		list = rs
 	}
-	if list.Kind != Array {
+	if list.Kind != value.Array {
 		return nil, nil, &RequestError{Field: "requests", Message: "a batch is an array of requests, got " + list.Kind.String()}
 	}
 	reqs := make([]*Request, len(list.Arr))
@@ -128,8 +137,8 @@ func batchFromValue(v *Value) ([]*Request, []error, error) {
 }
 
 // requestFromValue converts and validates a parsed request.
-func requestFromValue(v *Value) (*Request, error) {
-	if v.Kind != Object {
+func requestFromValue(v *value.Value) (*Request, error) {
+	if v.Kind != value.Object {
 		return nil, &RequestError{Message: "a request is an object with evidence and questions, got " + v.Kind.String()}
 	}
 	r := &Request{}
@@ -140,13 +149,13 @@ func requestFromValue(v *Value) (*Request, error) {
 		case "evidence":
 			r.Evidence, haveEvidence = m.Value, true
 		case "permute":
-			if m.Value.Kind != Bool {
+			if m.Value.Kind != value.Bool {
 				return nil, &RequestError{Field: "permute", Message: "must be true or false, got " + m.Value.Kind.String()}
 			}
 			r.Permute = m.Value.Bool
 		case "questions":
 			haveQuestions = true
-			if m.Value.Kind != Object {
+			if m.Value.Kind != value.Object {
 				return nil, &RequestError{Field: "questions", Message: "must be an object {name: question}, got " + m.Value.Kind.String()}
 			}
 			for j := range m.Value.Obj {
@@ -172,28 +181,28 @@ func requestFromValue(v *Value) (*Request, error) {
 	return r, nil
 }
 
-func questionFromValue(name string, v *Value) (Question, error) {
+func questionFromValue(name string, v *value.Value) (Question, error) {
 	q := Question{Name: name}
-	if v.Kind != Object {
+	if v.Kind != value.Object {
 		return q, &RequestError{Question: name, Message: "a question is an object with type, instructions and criteria, got " + v.Kind.String()}
 	}
 	for i := range v.Obj {
 		m := &v.Obj[i]
 		switch m.Key {
 		case "type":
-			if m.Value.Kind != String {
+			if m.Value.Kind != value.String {
 				return q, &RequestError{Question: name, Field: "type", Message: "must be a string (noul, choice or score), got " + m.Value.Kind.String()}
 			}
 			q.Type = QuestionType(m.Value.Str)
 		case "instructions":
-			if m.Value.Kind != String {
+			if m.Value.Kind != value.String {
 				return q, &RequestError{Question: name, Field: "instructions", Message: "must be a string, got " + m.Value.Kind.String()}
 			}
 			q.Instructions = m.Value.Str
 		case "criteria":
 			q.Criteria = m.Value
 		case "permute":
-			if m.Value.Kind != Bool {
+			if m.Value.Kind != value.Bool {
 				return q, &RequestError{Question: name, Field: "permute", Message: "must be true or false, got " + m.Value.Kind.String()}
 			}
 			b := m.Value.Bool
@@ -249,23 +258,23 @@ func (r *Request) Validate() error {
 
 // checkValue returns an error for the first non-finite float or invalid
 // UTF-8 string in v, or nil.
-func checkValue(v *Value, path *pathNode) *RequestError {
+func checkValue(v *value.Value, path *pathNode) *RequestError {
 	switch v.Kind {
-	case Float:
+	case value.Float:
 		if p := checkFinite(v, path); p != nil {
 			return pathError(p, "non-finite number")
 		}
-	case String:
+	case value.String:
 		if !validUTF8(v.Str) {
 			return pathError(path, "string is not valid UTF-8")
 		}
-	case Array:
+	case value.Array:
 		for i := range v.Arr {
 			if e := checkValue(&v.Arr[i], indexPath(path, i)); e != nil {
 				return e
 			}
 		}
-	case Object:
+	case value.Object:
 		for i := range v.Obj {
 			if !validUTF8(v.Obj[i].Key) {
 				return pathError(path, "key is not valid UTF-8")
@@ -285,13 +294,13 @@ func (q *Question) Options() ([]Option, error) {
 	c := &q.Criteria
 	switch q.Type {
 	case Noul:
-		empty := c.Kind == Null || c.Kind == Object && len(c.Obj) == 0 || c.Kind == Array && len(c.Arr) == 0
+		empty := c.Kind == value.Null || c.Kind == value.Object && len(c.Obj) == 0 || c.Kind == value.Array && len(c.Arr) == 0
 		if !empty {
 			return nil, bad("a noul question takes no criteria (absent, null or empty), got " + c.Kind.String())
 		}
 		return noulOptions[:], nil
 	case Choice:
-		if c.Kind != Object {
+		if c.Kind != value.Object {
 			return nil, bad("a choice question needs an object {id: label}, got " + c.Kind.String())
 		}
 		if n := len(c.Obj); n < MinOptions || n > MaxOptions {
@@ -304,7 +313,7 @@ func (q *Question) Options() ([]Option, error) {
 				return nil, bad(fmt.Sprintf("duplicate option id %q", m.Key))
 			}
 			seen[m.Key] = true
-			if m.Value.Kind != String {
+			if m.Value.Kind != value.String {
 				return nil, bad(fmt.Sprintf("option %q: the label must be a string, got %s", m.Key, m.Value.Kind))
 			}
 			if !validUTF8(m.Key) || !validUTF8(m.Value.Str) {
@@ -314,7 +323,7 @@ func (q *Question) Options() ([]Option, error) {
 		}
 		return opts, nil
 	case Score:
-		if c.Kind != Array {
+		if c.Kind != value.Array {
 			return nil, bad("a score question needs a list of level labels, got " + c.Kind.String())
 		}
 		if n := len(c.Arr); n < MinOptions || n > MaxOptions {
@@ -322,7 +331,7 @@ func (q *Question) Options() ([]Option, error) {
 		}
 		opts := make([]Option, len(c.Arr))
 		for i, x := range c.Arr {
-			if x.Kind != String {
+			if x.Kind != value.String {
 				return nil, bad("level " + strconv.Itoa(i) + ": the label must be a string, got " + x.Kind.String())
 			}
 			if !validUTF8(x.Str) {
@@ -336,4 +345,43 @@ func (q *Question) Options() ([]Option, error) {
 	default:
 		return nil, &RequestError{Question: q.Name, Field: "type", Message: fmt.Sprintf("unknown type %q (want noul, choice or score)", string(q.Type))}
 	}
+}
+
+// Value returns the request as the value tree it travels as, every key
+// order kept: what a client of the daemon sends ([Read] reads it back).
+func (r *Request) Value() value.Value {
+	qs := value.Value{Kind: value.Object, Obj: make([]value.Member, len(r.Questions))}
+	for i, q := range r.Questions {
+		o := value.NewObject(
+			value.Member{Key: "type", Value: value.NewString(string(q.Type))},
+			value.Member{Key: "instructions", Value: value.NewString(q.Instructions)},
+		)
+		if q.Criteria.Kind != value.Null {
+			o.Obj = append(o.Obj, value.Member{Key: "criteria", Value: q.Criteria})
+		}
+		if q.Permute != nil {
+			o.Obj = append(o.Obj, value.Member{Key: "permute", Value: value.NewBool(*q.Permute)})
+		}
+		qs.Obj[i] = value.Member{Key: q.Name, Value: o}
+	}
+	v := value.NewObject(value.Member{Key: "evidence", Value: r.Evidence}, value.Member{Key: "questions", Value: qs})
+	if r.Permute {
+		v.Obj = append(v.Obj, value.Member{Key: "permute", Value: value.NewBool(true)})
+	}
+	return v
+}
+
+// MarshalJSON writes the request as compact JSON, every key order kept
+// ([Request.Value]).
+func (r *Request) MarshalJSON() ([]byte, error) {
+	v := r.Value()
+	return v.MarshalJSON()
+}
+
+// MarshalMsgpack writes the request as msgpack, every key order kept
+// ([Request.Value]): what the msgpack library calls by name when a request
+// travels as params.
+func (r *Request) MarshalMsgpack() ([]byte, error) {
+	v := r.Value()
+	return v.MarshalMsgpack()
 }

@@ -2,11 +2,14 @@ package decide
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"github.com/startlux/startlux/value"
 )
 
 func TestBadRequests(t *testing.T) {
@@ -109,26 +112,35 @@ func TestParseKeepsOrderAndDigits(t *testing.T) {
 
 	// The same request through msgpack (re-encoded in order, without the
 	// integer beyond 64 bits) parses to the same values.
-	r.Evidence.Obj[1].Value.Arr[0] = IntValue(-5)
-	var buf bytes.Buffer
-	if err := r.EncodeMsgpack(msgpack.NewEncoder(&buf)); err != nil {
-		t.Fatal(err)
-	}
-	r2, err := ParseMsgpack(buf.Bytes())
+	r.Evidence.Obj[1].Value.Arr[0] = value.NewInt(-5)
+	rv := r.Value()
+	mp, err := value.AppendMsgpack(nil, &rv)
 	if err != nil {
 		t.Fatal(err)
 	}
-	j1, _ := r.MarshalJSON()
-	j2, _ := r2.MarshalJSON()
+	r2, err := parseMsgpack(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j1 := requestJSON(t, r)
+	j2 := requestJSON(t, r2)
 	if !bytes.Equal(j1, j2) {
 		t.Errorf("msgpack round trip:\n%s\n%s", j1, j2)
+	}
+	// The encoders' methods write the same bytes (encoding/json; the
+	// msgpack library calls MarshalMsgpack by name).
+	if js, err := json.Marshal(r); err != nil || !bytes.Equal(js, j1) {
+		t.Errorf("json.Marshal = %s (%v), want %s", js, err, j1)
+	}
+	if b, err := r.MarshalMsgpack(); err != nil || !bytes.Equal(b, mp) {
+		t.Errorf("MarshalMsgpack = % x (%v), want % x", b, err, mp)
 	}
 	// And the JSON form parses back to itself.
 	r3, err := ParseJSON(j1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if j3, _ := r3.MarshalJSON(); !bytes.Equal(j1, j3) {
+	if j3 := requestJSON(t, r3); !bytes.Equal(j1, j3) {
 		t.Errorf("JSON round trip:\n%s\n%s", j1, j3)
 	}
 }
@@ -178,7 +190,7 @@ func TestBadMsgpack(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseMsgpack(tc.data)
+			_, err := parseMsgpack(tc.data)
 			var re *RequestError
 			if !errors.As(err, &re) {
 				t.Fatalf("error %v (%T), want *RequestError", err, err)
@@ -204,6 +216,24 @@ func TestParseBatch(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `request 0: evidence: duplicate key "k"`) {
 		t.Errorf("got %v", err)
 	}
+}
+
+// parseMsgpack reads a request from msgpack, as the daemon reads a frame's
+// params.
+func parseMsgpack(b []byte) (*Request, error) {
+	v, err := value.ParseMsgpack(b)
+	return Read(&v, err)
+}
+
+// requestJSON writes a request as compact JSON, key order kept.
+func requestJSON(t testing.TB, r *Request) []byte {
+	t.Helper()
+	v := r.Value()
+	b, err := value.AppendJSON(nil, &v, value.Compact)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func nan() float64 { var z float64; return z / z }

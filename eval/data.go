@@ -1,9 +1,9 @@
 // Package eval measures how well a decision model's probabilities match
 // labelled data: it reads labelled requests (one JSON object a line), runs
 // them through anything that answers decision requests (an in-process
-// engine or the daemon), and computes per question type and overall the
-// accuracy, negative log-likelihood, Brier score, expected calibration error
-// and position bias.
+// engine, or the daemon through [Daemon]), and computes per question type
+// and overall the accuracy, negative log-likelihood, Brier score, expected
+// calibration error and position bias ([Report.WriteText] prints them).
 package eval
 
 import (

@@ -13,6 +13,7 @@ import (
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/value"
 )
 
 // defaultWriteTimeout bounds a request write when the call's context has no
@@ -133,7 +134,7 @@ func (cl *Client) Call(ctx context.Context, method string, params, result any) e
 	switch p := params.(type) {
 	case nil:
 	case msgpack.RawMessage:
-		if err := checkRaw(p); err != nil {
+		if err := value.CheckMsgpack(p); err != nil {
 			return fmt.Errorf("%s: params: %w", method, err)
 		}
 		raw = p

@@ -9,9 +9,12 @@
 // connection ([Dial] first checks that the socket's directory is the user's
 // private one and that the server runs as the user or root), and [Listen] places the socket as the architecture says
 // (per-user 0700 directory, 0600 socket, a stale socket removed only when a
-// dial proves it dead, a second daemon refused). Params and results stay
-// encoded ([msgpack.RawMessage]) until their receiver decodes them, so the
-// decide layer sees requests with their key order intact. [FromJSON] and
+// dial proves it dead, a second daemon refused). A request's params are
+// read once, as the frame is, into an order-preserving value tree
+// ([Request.Value], package value), so the decide layer sees requests with
+// their key order intact; they stay encoded too ([Request.Params]) for
+// handlers that decode them into a struct. Results stay encoded
+// ([msgpack.RawMessage]) until their receiver decodes them. [FromJSON] and
 // [ToJSON] convert between JSON and msgpack keeping key order.
 //
 // What travels (method names, params, results, error codes) is declared in

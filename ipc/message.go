@@ -2,11 +2,13 @@ package ipc
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/value"
 )
 
 // Request is one call as the server's [Handler] sees it.
@@ -18,6 +20,15 @@ type Request struct {
 	// Params is the method's argument as one encoded msgpack value (nil
 	// when the request had none). It is checked to be well formed.
 	Params msgpack.RawMessage
+	// Value is Params decoded into an order-preserving value tree, once,
+	// as the frame was read (null when there are none): what a decision
+	// request is read from.
+	Value value.Value
+	// ValueErr, when not nil, says why Params, well-formed msgpack, are no
+	// value tree (a duplicate key, a map key that is not a string, binary
+	// data, invalid UTF-8, more than [value.MaxValues] values); Value is
+	// then null. A handler that decodes Params into a struct may ignore it.
+	ValueErr error
 	// PeerUID is the user id of the process on the other end of the socket.
 	PeerUID int
 }
@@ -27,64 +38,72 @@ type Request struct {
 // when the map's fields are wrong) and, when the id could be read, hasID so
 // the error response can carry it.
 func parseRequest(body []byte) (req Request, hasID bool, perr *api.Error) {
-	s := scanner{b: body}
-	t, err := s.next()
+	s := value.NewScanner(body)
+	t, err := s.Next()
 	if err != nil {
 		return req, false, api.Errorf(api.CodeBadFrame, "frame body is not msgpack: %v", err)
 	}
-	if t.kind != kMap {
-		return req, false, api.Errorf(api.CodeBadFrame, "frame body is a msgpack %s, want a map", t.kind)
+	if t.Type != value.TypeMap {
+		return req, false, api.Errorf(api.CodeBadFrame, "frame body is a msgpack %s, want a map", t.Type)
 	}
 	var badField *api.Error
 	hasMethod := false
-	for i := 0; i < t.n; i++ {
-		k, err := s.next()
+	for i := 0; i < t.Len; i++ {
+		k, err := s.Next()
 		if err != nil {
 			return req, hasID, api.Errorf(api.CodeBadFrame, "frame body: key %d: %v", i, err)
 		}
-		start := s.pos
-		if err := s.skip(1); err != nil {
-			return req, hasID, api.Errorf(api.CodeBadFrame, "frame body: value of key %d: %v", i, err)
-		}
-		val := body[start:s.pos]
-		if k.kind != kStr {
-			if badField == nil {
-				badField = api.Errorf(api.CodeBadRequest, "request map key %d is a %s, want a string", i, k.kind)
+		start := s.Pos()
+		if k.Type == value.TypeStr && string(k.Data) == "params" {
+			// The params are read once, into their tree; a well-formed
+			// value that is no tree is the handler's to refuse.
+			v, err := s.Decode()
+			var ve *value.Error
+			if err != nil && (!errors.As(err, &ve) || ve.Malformed) {
+				return req, hasID, api.Errorf(api.CodeBadFrame, "frame body: value of key %d: %v", i, err)
 			}
-			continue
-		}
-		switch key := string(k.data); key {
-		case "id":
-			vs := scanner{b: val}
-			v, _ := vs.next()
-			switch {
-			case v.kind == kUint:
-				req.ID, hasID = v.u, true
-			case v.kind == kInt && v.i >= 0:
-				req.ID, hasID = uint64(v.i), true
-			case badField == nil:
-				badField = api.Errorf(api.CodeBadRequest, "request id is a %s, want a non-negative integer", v.kind)
-			}
-		case "method":
-			vs := scanner{b: val}
-			v, _ := vs.next()
-			if v.kind == kStr {
-				req.Method, hasMethod = string(v.data), true
-			} else if badField == nil {
-				badField = api.Errorf(api.CodeBadRequest, "request method is a %s, want a string", v.kind)
-			}
-		case "params":
-			if len(val) == 1 && val[0] == 0xc0 {
+			req.Value, req.ValueErr = v, err
+			if val := body[start:s.Pos()]; len(val) == 1 && val[0] == 0xc0 {
 				req.Params = nil
 			} else {
 				req.Params = msgpack.RawMessage(bytes.Clone(val))
+			}
+			continue
+		}
+		if err := s.Skip(); err != nil {
+			return req, hasID, api.Errorf(api.CodeBadFrame, "frame body: value of key %d: %v", i, err)
+		}
+		val := body[start:s.Pos()]
+		if k.Type != value.TypeStr {
+			if badField == nil {
+				badField = api.Errorf(api.CodeBadRequest, "request map key %d is a %s, want a string", i, k.Type)
+			}
+			continue
+		}
+		switch key := string(k.Data); key {
+		case "id":
+			v, _ := value.NewScanner(val).Next()
+			switch {
+			case v.Type == value.TypeUint:
+				req.ID, hasID = v.Uint, true
+			case v.Type == value.TypeInt && v.Int >= 0:
+				req.ID, hasID = uint64(v.Int), true
+			case badField == nil:
+				badField = api.Errorf(api.CodeBadRequest, "request id is a %s, want a non-negative integer", v.Type)
+			}
+		case "method":
+			v, _ := value.NewScanner(val).Next()
+			if v.Type == value.TypeStr {
+				req.Method, hasMethod = string(v.Data), true
+			} else if badField == nil {
+				badField = api.Errorf(api.CodeBadRequest, "request method is a %s, want a string", v.Type)
 			}
 		default:
 			// Unknown keys are ignored so that later clients may add some.
 		}
 	}
-	if s.pos != len(body) {
-		return req, hasID, api.Errorf(api.CodeBadFrame, "frame body has %d bytes after the request map", len(body)-s.pos)
+	if s.Pos() != len(body) {
+		return req, hasID, api.Errorf(api.CodeBadFrame, "frame body has %d bytes after the request map", len(body)-s.Pos())
 	}
 	if badField != nil {
 		return req, hasID, badField
@@ -105,11 +124,11 @@ func appendRequest(b []byte, id uint64, method string, params msgpack.RawMessage
 	if params != nil {
 		n = 3
 	}
-	b = appendMapLen(b, n)
-	b = appendUint(appendStr(b, "id"), id)
-	b = appendStr(appendStr(b, "method"), method)
+	b = value.AppendMapHeader(b, n)
+	b = value.AppendUint(value.AppendString(b, "id"), id)
+	b = value.AppendString(value.AppendString(b, "method"), method)
 	if params != nil {
-		b = append(appendStr(b, "params"), params...)
+		b = append(value.AppendString(b, "params"), params...)
 	}
 	return b
 }
@@ -125,21 +144,21 @@ type response struct {
 // appendResponse encodes a response: {id, result} or {id, error}. The id is
 // nil when hasID is false (the request's id could not be read).
 func appendResponse(b []byte, id uint64, hasID bool, result msgpack.RawMessage, perr *api.Error) []byte {
-	b = appendMapLen(b, 2)
-	b = appendStr(b, "id")
+	b = value.AppendMapHeader(b, 2)
+	b = value.AppendString(b, "id")
 	if hasID {
-		b = appendUint(b, id)
+		b = value.AppendUint(b, id)
 	} else {
 		b = append(b, 0xc0)
 	}
 	if perr != nil {
-		b = appendStr(b, "error")
-		b = appendMapLen(b, 2)
-		b = appendStr(appendStr(b, "code"), string(perr.Code))
-		b = appendStr(appendStr(b, "message"), perr.Message)
+		b = value.AppendString(b, "error")
+		b = value.AppendMapHeader(b, 2)
+		b = value.AppendString(value.AppendString(b, "code"), string(perr.Code))
+		b = value.AppendString(value.AppendString(b, "message"), perr.Message)
 		return b
 	}
-	b = appendStr(b, "result")
+	b = value.AppendString(b, "result")
 	if result == nil {
 		return append(b, 0xc0)
 	}
@@ -149,40 +168,40 @@ func appendResponse(b []byte, id uint64, hasID bool, result msgpack.RawMessage, 
 // parseResponse decodes a response frame body.
 func parseResponse(body []byte) (response, error) {
 	var r response
-	s := scanner{b: body}
-	t, err := s.next()
+	s := value.NewScanner(body)
+	t, err := s.Next()
 	if err != nil {
 		return r, fmt.Errorf("response is not msgpack: %w", err)
 	}
-	if t.kind != kMap {
-		return r, fmt.Errorf("response is a msgpack %s, want a map", t.kind)
+	if t.Type != value.TypeMap {
+		return r, fmt.Errorf("response is a msgpack %s, want a map", t.Type)
 	}
 	hasResult := false
-	for i := 0; i < t.n; i++ {
-		k, err := s.next()
+	for i := 0; i < t.Len; i++ {
+		k, err := s.Next()
 		if err != nil {
 			return r, fmt.Errorf("response key %d: %w", i, err)
 		}
-		start := s.pos
-		if err := s.skip(1); err != nil {
+		start := s.Pos()
+		if err := s.Skip(); err != nil {
 			return r, fmt.Errorf("response value %d: %w", i, err)
 		}
-		val := body[start:s.pos]
-		if k.kind != kStr {
+		val := body[start:s.Pos()]
+		if k.Type != value.TypeStr {
 			continue
 		}
-		switch string(k.data) {
+		switch string(k.Data) {
 		case "id":
-			vs := scanner{b: val}
-			v, _ := vs.next()
+			vs := value.NewScanner(val)
+			v, _ := vs.Next()
 			switch {
-			case v.kind == kUint:
-				r.id, r.hasID = v.u, true
-			case v.kind == kInt && v.i >= 0:
-				r.id, r.hasID = uint64(v.i), true
-			case v.kind == kNil:
+			case v.Type == value.TypeUint:
+				r.id, r.hasID = v.Uint, true
+			case v.Type == value.TypeInt && v.Int >= 0:
+				r.id, r.hasID = uint64(v.Int), true
+			case v.Type == value.TypeNil:
 			default:
-				return r, fmt.Errorf("response id is a %s, want an integer or nil", v.kind)
+				return r, fmt.Errorf("response id is a %s, want an integer or nil", v.Type)
 			}
 		case "result":
 			r.result, hasResult = msgpack.RawMessage(bytes.Clone(val)), true
@@ -194,8 +213,8 @@ func parseResponse(body []byte) (response, error) {
 			r.err = e
 		}
 	}
-	if s.pos != len(body) {
-		return r, fmt.Errorf("response has %d bytes after its map", len(body)-s.pos)
+	if s.Pos() != len(body) {
+		return r, fmt.Errorf("response has %d bytes after its map", len(body)-s.Pos())
 	}
 	if r.err == nil && !hasResult {
 		return r, fmt.Errorf("response has neither result nor error")
@@ -205,30 +224,30 @@ func parseResponse(body []byte) (response, error) {
 
 // parseErrorMap decodes {code, message}.
 func parseErrorMap(val []byte) (*api.Error, error) {
-	s := scanner{b: val}
-	t, _ := s.next()
-	if t.kind == kNil {
+	s := value.NewScanner(val)
+	t, _ := s.Next()
+	if t.Type == value.TypeNil {
 		return nil, nil
 	}
-	if t.kind != kMap {
-		return nil, fmt.Errorf("response error is a %s, want a map", t.kind)
+	if t.Type != value.TypeMap {
+		return nil, fmt.Errorf("response error is a %s, want a map", t.Type)
 	}
 	e := &api.Error{}
-	for i := 0; i < t.n; i++ {
-		k, _ := s.next()
-		v, err := s.next()
+	for i := 0; i < t.Len; i++ {
+		k, _ := s.Next()
+		v, err := s.Next()
 		if err != nil {
 			return nil, fmt.Errorf("response error: %w", err)
 		}
-		if v.kind == kArray || v.kind == kMap {
-			return nil, fmt.Errorf("response error field %q is a %s, want a string", k.data, v.kind)
+		if v.Type == value.TypeArray || v.Type == value.TypeMap {
+			return nil, fmt.Errorf("response error field %q is a %s, want a string", k.Data, v.Type)
 		}
-		if k.kind == kStr && v.kind == kStr {
-			switch string(k.data) {
+		if k.Type == value.TypeStr && v.Type == value.TypeStr {
+			switch string(k.Data) {
 			case "code":
-				e.Code = api.Code(v.data)
+				e.Code = api.Code(v.Data)
 			case "message":
-				e.Message = string(v.data)
+				e.Message = string(v.Data)
 			}
 		}
 	}

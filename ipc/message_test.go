@@ -5,11 +5,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/value"
 )
 
 // mp encodes v with the library, as an independent encoder would.
@@ -84,6 +86,62 @@ func TestParseRequest(t *testing.T) {
 			}
 			if hasID != c.hasID || (hasID && req.ID != c.id) {
 				t.Fatalf("hasID %v id %d, want %v %d", hasID, req.ID, c.hasID, c.id)
+			}
+		})
+	}
+}
+
+// TestParseRequestValue checks that a request's params arrive as their
+// value tree, read once with the frame: key order kept, a well-formed value
+// that is no tree handed to the handler as ValueErr, malformed params a
+// bad frame.
+func TestParseRequestValue(t *testing.T) {
+	cases := []struct {
+		name    string
+		params  []byte
+		code    api.Code // "" for a request that reaches its handler
+		json    string   // the tree as JSON, when it is one
+		errPart string   // in ValueErr, when it is not
+	}{
+		{"ordered", orderedMap(t, "z", 1, "a", []any{"x", 2.5}), "", `{"z":1,"a":["x",2.5]}`, ""},
+		{"none", nil, "", `null`, ""},
+		{"duplicate key", orderedMap(t, "k", 1, "k", 2), "", "", `duplicate key "k"`},
+		{"binary", mp(t, []byte{1, 2}), "", "", "binary"},
+		{"truncated", orderedMap(t, "k", "vvvv"), api.CodeBadFrame, "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			kv := []any{"id", 1, "method", "decide"}
+			if c.params != nil {
+				kv = append(kv, "params", msgpack.RawMessage(c.params))
+			}
+			body := orderedMap(t, kv...)
+			if c.code != "" {
+				// Cut inside the params: the map's length says more.
+				body = body[:len(body)-1]
+			}
+			req, _, perr := parseRequest(body)
+			if c.code != "" {
+				if perr == nil || perr.Code != c.code {
+					t.Fatalf("error %v, want code %s", perr, c.code)
+				}
+				return
+			}
+			if perr != nil {
+				t.Fatalf("error %v", perr)
+			}
+			if c.errPart != "" {
+				if req.ValueErr == nil || !strings.Contains(req.ValueErr.Error(), c.errPart) {
+					t.Fatalf("ValueErr %v, want one saying %q", req.ValueErr, c.errPart)
+				}
+				return
+			}
+			if req.ValueErr != nil {
+				t.Fatalf("ValueErr %v", req.ValueErr)
+			}
+			js, err := value.AppendJSON(nil, &req.Value, value.Compact)
+			if err != nil || string(js) != c.json {
+				t.Fatalf("value %s (%v), want %s", js, err, c.json)
 			}
 		})
 	}

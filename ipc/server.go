@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/value"
 )
 
 // Handler answers requests. ServeIPC is called on its own goroutine for
@@ -477,7 +478,7 @@ func encodeResult(v any) (msgpack.RawMessage, error) {
 		if r == nil {
 			return nil, nil
 		}
-		return r, checkRaw(r)
+		return r, value.CheckMsgpack(r)
 	case nil:
 		return nil, nil
 	}

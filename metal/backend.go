@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"time"
 	"unsafe"
 
 	"github.com/startlux/startlux/tensor"
@@ -23,6 +24,14 @@ type Options struct {
 	// (0: bufpool.DefaultLimit, < 0: none kept); see
 	// [Backend.SetPoolLimit].
 	PoolLimit int64
+	// CommandTimeout bounds each wait for the device (Read, Sync): work
+	// not finished by then fails with a tensor.ErrDeviceFault. 0 means
+	// DefaultCommandTimeout on the GPU and no bound under the emulator
+	// (whose kernels run on the CPU, slowly); < 0 means no bound.
+	CommandTimeout time.Duration
+	// Faults, for tests, injects faults into the emulator's dispatches
+	// (see Faults). New refuses it.
+	Faults *Faults
 }
 
 // NewEmulated returns the Metal backend running on the kernel emulator: the
@@ -49,7 +58,7 @@ func newEmulatedDevice(ctx context.Context, opts Options, dev emuDevice, extra s
 	if err != nil {
 		return nil, err
 	}
-	return newBackend(&emuDriver{lib: lib, dev: dev}, opts), nil
+	return newBackend(&emuDriver{lib: lib, dev: dev, faults: opts.Faults}, opts, false), nil
 }
 
 // newEmulatedLimits is the emulated backend placing weights as a device
@@ -61,7 +70,7 @@ func newEmulatedLimits(ctx context.Context, opts Options, lim deviceLimits) (*Ba
 	if err != nil {
 		return nil, err
 	}
-	return newBackend(&emuDriver{lib: lib, place: &placement{lim: lim}}, opts), nil
+	return newBackend(&emuDriver{lib: lib, place: &placement{lim: lim}, faults: opts.Faults}, opts, false), nil
 }
 
 // buffer is a driver's buffer.
@@ -104,6 +113,9 @@ type Backend struct {
 	err  error
 	int8 int8State
 	mem  memPool
+	// timeout bounds each wait for the device (0: none); read-only after
+	// the backend is made.
+	timeout time.Duration
 }
 
 var _ tensor.Backend = (*Backend)(nil)
@@ -206,18 +218,19 @@ func (b *Backend) Read(ctx context.Context, t tensor.Tensor, off int, dst []floa
 }
 
 // Sync waits for all queued work and reports the first error since the last
-// Sync or Read.
+// Sync or Read: ctx's end as it is; a failed command buffer, a wait past
+// the backend's bound (Options.CommandTimeout) or a kernel that could not
+// be dispatched as an error wrapping tensor.ErrDeviceFault.
 func (b *Backend) Sync(ctx context.Context) error {
-	err := b.drv.wait(ctx)
+	wctx := ctx
+	if b.timeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, b.timeout)
+		defer cancel()
+	}
+	werr := b.drv.wait(wctx)
 	b.mem.settle(b.drv)
-	if b.err != nil {
-		err = b.err
-		b.err = nil
-	}
-	if err != nil {
-		return fmt.Errorf("metal: %w", err)
-	}
-	return nil
+	return b.syncErr(ctx, wctx, werr)
 }
 
 // params packs kernel parameters: each value is one 32-bit field (int and

@@ -9,12 +9,12 @@ import (
 
 // newBackend returns the backend over a driver, its pool bounded as opts
 // says.
-func newBackend(drv driver, opts Options) *Backend {
+func newBackend(drv driver, opts Options, gpu bool) *Backend {
 	limit := opts.PoolLimit
 	if limit == 0 {
 		limit = bufpool.DefaultLimit
 	}
-	b := &Backend{drv: drv}
+	b := &Backend{drv: drv, timeout: commandTimeout(opts, gpu)}
 	b.mem.idle = bufpool.New(limit, drv.free)
 	return b
 }

@@ -3,10 +3,12 @@ package model
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"strings"
 )
 
-// This file answers "would Load run this checkpoint?" from config.json alone,
+// This file answers "would Load run this checkpoint?" from config.json alone
+// (ParseConfig for its bytes, ReadConfig for a checkpoint's file system),
 // for callers that must decide before any weights exist on disk (a download
 // from the Hub) or that describe checkpoints without loading them (a listing).
 
@@ -42,6 +44,22 @@ func ParseConfig(file string, data []byte) (ConfigInfo, error) {
 		info.Quant = Quantization{Bits: q.Bits, Group: q.Group}
 	}
 	return info, nil
+}
+
+// ReadConfig reads the text configuration of the checkpoint at the root of
+// fsys, without its weights: config.json through [ParseConfig]. name is
+// shown in errors.
+func ReadConfig(fsys fs.FS, name string) (Config, error) {
+	src := fsSource{fsys: fsys, name: name}
+	data, err := src.readFile("config.json")
+	if err != nil {
+		return Config{}, fmt.Errorf("read config of %s: %w", name, err)
+	}
+	info, err := ParseConfig(src.display("config.json"), data)
+	if err != nil {
+		return Config{}, fmt.Errorf("read config of %s: %w", name, err)
+	}
+	return info.Config, nil
 }
 
 // Storage names how the weights are stored, for people: "MLX 4-bit

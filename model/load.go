@@ -72,21 +72,6 @@ func LoadFS(fsys fs.FS, name string, be tensor.Backend, opts LoadOptions) (*Mode
 	return load(fsSource{fsys: fsys, name: name}, name, be, opts)
 }
 
-// ReadConfig reads the text configuration of the checkpoint at the root of
-// fsys, without its weights; name is shown in errors.
-func ReadConfig(fsys fs.FS, name string) (Config, error) {
-	src := fsSource{fsys: fsys, name: name}
-	data, err := src.readFile("config.json")
-	if err != nil {
-		return Config{}, fmt.Errorf("read config of %s: %w", name, err)
-	}
-	c, _, err := parseConfig(src.display("config.json"), data)
-	if err != nil {
-		return Config{}, fmt.Errorf("read config of %s: %w", name, err)
-	}
-	return c, nil
-}
-
 // source abstracts where checkpoint files come from.
 type source interface {
 	readFile(name string) ([]byte, error)
@@ -313,6 +298,18 @@ func (m *Model) HeadRows(vocab []int) *tensor.Weight {
 
 // Embedding returns the token embedding [V, H].
 func (m *Model) Embedding() *tensor.Weight { return m.embed }
+
+// Weights returns every weight the graph reads, in the order of
+// Config.Tensors (the LM head of a tied model is the embedding, listed
+// once): what a backend's self-check needs to know of the stored forms.
+func (m *Model) Weights() []*tensor.Weight {
+	refs := m.weights()
+	out := make([]*tensor.Weight, len(refs))
+	for i, ref := range refs {
+		out[i] = *ref.w
+	}
+	return out
+}
 
 // WeightBytes returns the stored bytes of every weight the model uses.
 func (m *Model) WeightBytes() int64 {

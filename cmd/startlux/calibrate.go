@@ -6,12 +6,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/startlux/startlux"
+	"github.com/startlux/startlux/backends"
 	"github.com/startlux/startlux/calibrate"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/eval"
@@ -30,18 +30,6 @@ type calibrateFlags struct {
 	json         bool
 }
 
-// calibrateReport is what calibrate prints with --json.
-type calibrateReport struct {
-	HeldOut      string                          `json:"held_out"`
-	Before       *eval.Report                    `json:"before"`
-	After        *eval.Report                    `json:"after"`
-	Temperatures map[string]map[string]float64   `json:"temperature_by_type"` // "before" and "after"
-	Prior        map[string]map[string][]float64 `json:"position_prior,omitempty"`
-	Notes        []string                        `json:"notes"`
-	LeftOut      int                             `json:"left_out"`
-	Written      string                          `json:"written,omitempty"`
-}
-
 func runCalibrate(ctx context.Context, env *cmdEnv, args []string) error {
 	var f calibrateFlags
 	fs := flag.NewFlagSet("calibrate", flag.ContinueOnError)
@@ -55,7 +43,7 @@ func runCalibrate(ctx context.Context, env *cmdEnv, args []string) error {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&f.model, "model", "", "the jevfmt/1 checkpoint in `DIR` (default: the embedded demo model, which cannot be written)")
-	fs.StringVar(&f.backend, "backend", "auto", "compute backend: auto, cpu, cpu-go or metal")
+	fs.StringVar(&f.backend, "backend", "auto", backends.Usage)
 	fs.StringVar(&f.data, "data", "", "the labelled data `FILE` to fit on (JSON lines)")
 	fs.StringVar(&f.holdout, "holdout", "", "measure on this labelled `FILE` instead of cross-validating")
 	fs.IntVar(&f.folds, "folds", calibrate.DefaultFolds, "cross-validation folds `K` when there is no --holdout")
@@ -106,7 +94,7 @@ func runCalibrate(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("calibrate: %s is a %s checkpoint: only jevfmt/1 has per-type temperatures and letter positions to fit", f.model, decide.PointerFormat)
 	}
 
-	opts := eval.RunOptions{Progress: exampleProgress(env.stderr, "calibrate")}
+	opts := eval.RunOptions{Progress: eval.ProgressPrinter(env.stderr, "calibrate")}
 	if f.debias {
 		opts.PermuteQuestion = calibrate.PriorSample(cfg, train, f.debiasSample)
 	}
@@ -120,7 +108,7 @@ func runCalibrate(ctx context.Context, env *cmdEnv, args []string) error {
 	var holdItems []calibrate.Item
 	if hold != nil {
 		fmt.Fprintf(env.stderr, "calibrate: running %d held-out examples of %s\n", len(hold), f.holdout)
-		hrecs, err := eval.Run(ctx, e, hold, eval.RunOptions{Progress: exampleProgress(env.stderr, "calibrate")})
+		hrecs, err := eval.Run(ctx, e, hold, eval.RunOptions{Progress: eval.ProgressPrinter(env.stderr, "calibrate")})
 		if err != nil {
 			return fmt.Errorf("calibrate: %w", err)
 		}
@@ -135,7 +123,7 @@ func runCalibrate(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("calibrate: %w", err)
 	}
-	rep := calibrateReport{
+	rep := calibrate.Report{
 		HeldOut: res.HeldOut, Before: res.Before, After: res.After,
 		Temperatures: map[string]map[string]float64{"before": cfg.TemperatureByType, "after": res.Params.TemperatureByType},
 		Prior:        res.Params.PositionPrior, Notes: res.Params.Notes, LeftOut: left,
@@ -161,7 +149,7 @@ func runCalibrate(ctx context.Context, env *cmdEnv, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	printCalibration(env.stdout, &rep)
+	rep.WriteText(env.stdout)
 	return nil
 }
 
@@ -178,56 +166,4 @@ func readDecisionConfig(dir string) ([]byte, error) {
 		return nil, fmt.Errorf("%s has no %s: calibrating a checkpoint without a decision config needs the config derived for zero-shot checkpoints, which is not supported yet", dir, decide.ConfigFile)
 	}
 	return data, err
-}
-
-// printCalibration writes the temperatures, the prior, the held-out figures
-// before and after, and the notes.
-func printCalibration(w io.Writer, r *calibrateReport) {
-	fmt.Fprintln(w, "temperature_by_type:")
-	for _, t := range eval.Types {
-		fmt.Fprintf(w, "  %-7s %.4f → %.4f\n", t, r.Temperatures["before"][string(t)], r.Temperatures["after"][string(t)])
-	}
-	if len(r.Prior) > 0 {
-		fmt.Fprintln(w, "position_prior:")
-		for _, t := range eval.Types {
-			for _, n := range sortedCounts(r.Prior[string(t)]) {
-				fmt.Fprintf(w, "  %-7s %2s options:", t, n)
-				for _, p := range r.Prior[string(t)][n] {
-					fmt.Fprintf(w, " %.3f", p)
-				}
-				fmt.Fprintln(w)
-			}
-		}
-	}
-	fmt.Fprintf(w, "\nheld out (%s):\n%-8s %6s %17s %17s %17s %17s\n", r.HeldOut, "type", "n", "nll", "ece", "accuracy", "recall-std")
-	row := func(name string, b, a *eval.Metrics) {
-		fmt.Fprintf(w, "%-8s %6d %8.4f→%-8.4f %8.4f→%-8.4f %8.4f→%-8.4f %8.4f→%-8.4f\n", name, a.N,
-			b.NLL, a.NLL, b.ECE, a.ECE, b.Accuracy, a.Accuracy, b.PositionRecallStd, a.PositionRecallStd)
-	}
-	for _, t := range eval.Types {
-		if a := r.After.Types[t]; a != nil {
-			row(string(t), r.Before.Types[t], a)
-		}
-	}
-	row("overall", r.Before.Overall, r.After.Overall)
-	for _, n := range r.Notes {
-		fmt.Fprintln(w, "note:", n)
-	}
-	if r.Written != "" {
-		fmt.Fprintf(w, "wrote %s (the old one is %s%s)\n", r.Written, r.Written, calibrate.BackupSuffix)
-	}
-}
-
-func sortedCounts(m map[string][]float64) []string {
-	var ks []string
-	for k := range m {
-		ks = append(ks, k)
-	}
-	// Numeric order: shorter keys first, then by text.
-	for i := 1; i < len(ks); i++ {
-		for j := i; j > 0 && (len(ks[j]) < len(ks[j-1]) || len(ks[j]) == len(ks[j-1]) && ks[j] < ks[j-1]); j-- {
-			ks[j], ks[j-1] = ks[j-1], ks[j]
-		}
-	}
-	return ks
 }

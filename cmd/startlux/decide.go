@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/startlux/startlux"
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/backends"
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/decide"
 )
@@ -37,7 +37,7 @@ func newDecideFlagSet(f *decideFlags, stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&f.model, "model", "", "run this checkpoint in-process (no daemon): a `NAME` in the models folder, \"demo\", or a directory")
 	fs.BoolVar(&f.local, "local", false, "run the embedded demo model in-process (no daemon)")
 	fs.StringVar(&f.socket, "socket", "", "ask the daemon on the socket at `PATH` (default: the default socket)")
-	fs.StringVar(&f.backend, "backend", "auto", "compute backend of --model/--local: auto, cpu, cpu-go or metal")
+	fs.StringVar(&f.backend, "backend", "auto", backends.Usage+"; used with --model or --local")
 	fs.BoolVar(&f.int8, "int8", false, "with --model/--local: run the large projections as int8 products (refused by a backend without them)")
 	return fs
 }
@@ -84,11 +84,7 @@ func openDecideEngine(f *decideFlags) (*decide.Engine, error) {
 			return nil, err
 		}
 	}
-	opts := decide.Options{Int8: f.int8}
-	if dir == "" {
-		return decide.OpenFS(startlux.DemoModel(), daemon.DemoPath, be, opts)
-	}
-	return decide.Open(dir, be, opts)
+	return daemon.OpenEngine(dir, be, decide.Options{Int8: f.int8})
 }
 
 // decideInProcess answers the request (or array of requests) in body with

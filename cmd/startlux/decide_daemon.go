@@ -10,6 +10,8 @@ import (
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/ipc"
+	"github.com/startlux/startlux/value"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
 // decideViaDaemon sends the request (or JSON array of requests) in body to
@@ -17,14 +19,19 @@ import (
 // JSON, or an array with an {"error": ...} object per failed request. Key
 // order is kept: the JSON is converted to msgpack as written.
 func decideViaDaemon(ctx context.Context, env *cmdEnv, socket string, body []byte) error {
-	params, err := ipc.FromJSON(body)
+	// The JSON is read once; what is wrong with it is said as --local
+	// says it.
+	v, err := value.ParseJSON(body)
 	if err != nil {
-		// What is wrong with the JSON, said as --local says it.
-		if _, _, perr := decide.ParseJSONBatch(body); perr != nil && isBatch(body) {
-			return fmt.Errorf("decide: %w", perr)
-		} else if _, perr := decide.ParseJSON(body); perr != nil && !isBatch(body) {
-			return fmt.Errorf("decide: %w", perr)
+		if isBatch(body) {
+			_, _, err = decide.ReadBatch(&v, err)
+		} else {
+			_, err = decide.Read(&v, err)
 		}
+		return fmt.Errorf("decide: %w", err)
+	}
+	params, err := value.AppendMsgpack(nil, &v)
+	if err != nil {
 		return fmt.Errorf("decide: the request cannot go to the daemon: %w", err)
 	}
 	c, err := dialDaemon(ctx, socket)
@@ -35,13 +42,13 @@ func decideViaDaemon(ctx context.Context, env *cmdEnv, socket string, body []byt
 	enc := json.NewEncoder(env.stdout)
 	if !isBatch(body) {
 		var resp api.Response
-		if err := c.Call(ctx, api.MethodDecide, params, &resp); err != nil {
+		if err := c.Call(ctx, api.MethodDecide, msgpack.RawMessage(params), &resp); err != nil {
 			return fmt.Errorf("decide: %w", err)
 		}
 		return enc.Encode(&resp)
 	}
 	var res api.BatchResult
-	if err := c.Call(ctx, api.MethodDecideBatch, params, &res); err != nil {
+	if err := c.Call(ctx, api.MethodDecideBatch, msgpack.RawMessage(params), &res); err != nil {
 		return fmt.Errorf("decide: %w", err)
 	}
 	out := make([]any, len(res.Responses))

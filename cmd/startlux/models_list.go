@@ -29,7 +29,7 @@ func printModels(stdout, stderr io.Writer, dir string, list []api.ModelEntry) er
 		default:
 			rev = m.Revision
 			if m.Commit != "" && m.Commit != m.Revision {
-				rev += " (" + short(m.Commit) + ")"
+				rev += " (" + hub.ShortCommit(m.Commit) + ")"
 			}
 		}
 		size := "-"

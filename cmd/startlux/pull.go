@@ -59,30 +59,30 @@ func runPull(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("pull: %w", err)
 	}
-	describePlan(env.stderr, plan)
+	plan.Describe(env.stderr)
 	if _, err := os.Lstat(dest); err == nil {
 		src, serr := hub.ReadSource(dest)
 		if serr == nil && src.Repo == plan.Repo && src.Commit == plan.Commit {
-			fmt.Fprintf(env.stdout, "%s is already pulled: %s at commit %s, in %s\n", *name, src.Repo, short(src.Commit), dest)
+			fmt.Fprintf(env.stdout, "%s is already pulled: %s at commit %s, in %s\n", *name, src.Repo, hub.ShortCommit(src.Commit), dest)
 			return nil
 		}
 		what := "a model that was not pulled"
 		if serr == nil {
-			what = fmt.Sprintf("%s at commit %s", src.Repo, short(src.Commit))
+			what = fmt.Sprintf("%s at commit %s", src.Repo, hub.ShortCommit(src.Commit))
 		}
 		return fmt.Errorf("pull: %s already exists in %s (%s): choose another name with --name, or remove it with \"startlux rm %s\" first",
 			*name, dir, what, *name)
 	}
-	pr := &pullPrinter{w: env.stderr, terminal: isTerminal(env.stderr), now: time.Now}
-	src, err := client.Download(ctx, plan, dest, hub.PullOptions{Progress: pr.show})
-	pr.end()
+	pr := hub.NewPrinter(env.stderr, isTerminal(env.stderr), time.Now)
+	src, err := client.Download(ctx, plan, dest, hub.PullOptions{Progress: pr.Show})
+	pr.End()
 	if err != nil {
 		if _, serr := os.Stat(hub.PartialDir(dest)); serr == nil && !errors.Is(err, hub.ErrNoSpace) {
 			return fmt.Errorf("pull: %w\n(run the same command again to resume; \"startlux rm %s\" discards what was fetched)", err, *name)
 		}
 		return fmt.Errorf("pull: %w", err)
 	}
-	fmt.Fprintf(env.stdout, "pulled %s at commit %s into %s (%s)\n", src.Repo, short(src.Commit), dest, hub.FormatBytes(src.Bytes()))
+	fmt.Fprintf(env.stdout, "pulled %s at commit %s into %s (%s)\n", src.Repo, hub.ShortCommit(src.Commit), dest, hub.FormatBytes(src.Bytes()))
 	if plan.Format == "" {
 		fmt.Fprintf(env.stderr, "note: %s has no decision_config.json: it is uncalibrated, and StartLux cannot run it yet "+
 			"(zero-shot use of chat checkpoints is not supported yet); \"startlux models\" lists it as not yet loadable\n", *name)
@@ -119,103 +119,6 @@ func checkModelName(name string) error {
 		return fmt.Errorf("%q is the embedded demo model's name", name)
 	}
 	return hub.CheckName(name)
-}
-
-// describePlan says what a pull will fetch.
-func describePlan(w io.Writer, p *hub.Plan) {
-	fmt.Fprintf(w, "%s is commit %s", p.Ref, short(p.Commit))
-	if p.Repo != p.Ref.Repo {
-		fmt.Fprintf(w, " of %s", p.Repo)
-	}
-	fmt.Fprintf(w, ": %d files, %s", len(p.Files), hub.FormatBytes(p.Bytes()))
-	if n := len(p.Skipped); n > 0 {
-		shown := p.Skipped
-		if n > 5 {
-			shown = append(shown[:4:4], "…")
-		}
-		fmt.Fprintf(w, " (%d other files left out: %s)", n, strings.Join(shown, ", "))
-	}
-	fmt.Fprintln(w)
-	c := p.Model.Config
-	kind := "no decision_config.json (uncalibrated)"
-	if p.Format != "" {
-		kind = p.Format
-	}
-	fmt.Fprintf(w, "model: %d layers, hidden size %d, vocabulary %d, %s; %s\n", c.Layers, c.Hidden, c.Vocab, p.Model.Storage(), kind)
-}
-
-// short abbreviates a commit id.
-func short(commit string) string {
-	if len(commit) > 12 {
-		return commit[:12]
-	}
-	return commit
-}
-
-// pullPrinter writes a pull's progress: one updating line on a terminal,
-// plain lines (each file's end, and every few seconds) otherwise.
-type pullPrinter struct {
-	w        io.Writer
-	terminal bool
-	now      func() time.Time
-
-	started   bool
-	filesDone int
-	lastLine  time.Time
-	lineShown bool
-}
-
-// plainEvery spaces the progress lines written when stderr is not a
-// terminal.
-const plainEvery = 5 * time.Second
-
-func (pp *pullPrinter) show(p hub.Progress) {
-	if !pp.started {
-		pp.started, pp.lastLine = true, pp.now()
-		if p.Resumed > 0 {
-			fmt.Fprintf(pp.w, "resuming: %s of %s already downloaded\n", hub.FormatBytes(p.Resumed), hub.FormatBytes(p.Total))
-		}
-	}
-	switch {
-	case p.Finished:
-	case pp.terminal:
-		fmt.Fprintf(pp.w, "\r\033[K%s", progressLine(p))
-		pp.lineShown = true
-	case p.FilesDone > pp.filesDone:
-		pp.filesDone, pp.lastLine = p.FilesDone, pp.now()
-		fmt.Fprintf(pp.w, "%s: %s, done (%d of %d files)\n", p.File, hub.FormatBytes(max(p.FileSize, p.FileDone)), p.FilesDone, p.Files)
-	case pp.now().Sub(pp.lastLine) >= plainEvery:
-		pp.lastLine = pp.now()
-		fmt.Fprintln(pp.w, progressLine(p))
-	}
-}
-
-// end finishes the updating line.
-func (pp *pullPrinter) end() {
-	if pp.terminal && pp.lineShown {
-		fmt.Fprint(pp.w, "\r\033[K")
-	}
-}
-
-// progressLine is one line of progress: the file, the bytes so far and in
-// all, the rate and the time left.
-func progressLine(p hub.Progress) string {
-	var b strings.Builder
-	n := p.FilesDone + 1 // the file's number among the plan's
-	if p.FileSize >= 0 && p.FileDone >= p.FileSize {
-		n = p.FilesDone // the report that ends it
-	}
-	fmt.Fprintf(&b, "%s (%d/%d)  %s / %s", p.File, min(n, p.Files), p.Files, hub.FormatBytes(p.Done), hub.FormatBytes(p.Total))
-	if p.Total > 0 {
-		fmt.Fprintf(&b, "  %3.0f%%", 100*float64(p.Done)/float64(p.Total))
-	}
-	if p.Rate > 0 {
-		fmt.Fprintf(&b, "  %s/s", hub.FormatBytes(int64(p.Rate)))
-	}
-	if p.ETA > 0 {
-		fmt.Fprintf(&b, "  ETA %s", p.ETA.Round(time.Second))
-	}
-	return b.String()
 }
 
 // parseInterspersed parses fs's flags wherever they stand among args and
@@ -327,7 +230,7 @@ func removeModel(w io.Writer, p, name, dir string, fi fs.FileInfo) error {
 	}
 	what := "not pulled"
 	if src, err := hub.ReadSource(p); err == nil {
-		what = fmt.Sprintf("%s at commit %s", src.Repo, short(src.Commit))
+		what = fmt.Sprintf("%s at commit %s", src.Repo, hub.ShortCommit(src.Commit))
 	}
 	size := hub.TreeSize(os.DirFS(p))
 	if err := os.RemoveAll(p); err != nil {

@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/backends"
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/internal/settings"
 	"github.com/startlux/startlux/ipc"
 	"github.com/startlux/startlux/metal"
-	"github.com/startlux/startlux/tensor"
 )
 
 // runServe is "startlux serve": the daemon. It listens at once, loads the
@@ -54,11 +54,22 @@ func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	probe, err := openBackend(*backend) // fail now, not in the background
+	plan, err := backends.PlanFor(*backend, 0)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	machine := machineMemory(probe)
+	if plan.Fallback == nil { // a backend named explicitly: fail now, not in the background
+		be, err := plan.Open()
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		if c, ok := be.(interface{ Close() }); ok {
+			c.Close()
+		}
+	}
+	// The fit check holds a model on Metal to the GPU's working set as
+	// well: for metal, and for auto where it tries Metal first.
+	machine := machineMemory(*backend == "metal" || plan.Fallback != nil)
 	idle, err := idleUnloadSetting(fs, *idleUnload)
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
@@ -67,7 +78,8 @@ func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 		CacheLimit:   *cacheLimit,
 		ScratchLimit: *scratchLimit,
 		Limits:       decide.Limits{MaxRequestTokens: *maxRequest},
-		Backend:      func() (tensor.Backend, error) { return openBackend(*backend) },
+		Backend:      plan.Open,
+		Fallback:     plan.Fallback,
 	}
 	logger := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	pr := newProgressPrinter(env.stderr)
@@ -126,17 +138,14 @@ func idleUnloadSetting(fs *flag.FlagSet, flagValue time.Duration) (time.Duration
 }
 
 // machineMemory returns the fit check's view of the machine: its memory,
-// and on Metal the GPU's recommended working set, read once. probe is the
-// backend serve opened to check it opens; it is closed here.
-func machineMemory(probe tensor.Backend) func() daemon.Memory {
+// and when the model may run on Metal (onMetal) the GPU's recommended
+// working set, read once.
+func machineMemory(onMetal bool) func() daemon.Memory {
 	var ws int64
-	if probe.Name() == "metal" {
+	if onMetal {
 		if n, err := metal.RecommendedWorkingSet(metal.Options{}); err == nil {
 			ws = int64(n)
 		}
-	}
-	if c, ok := probe.(interface{ Close() }); ok {
-		c.Close()
 	}
 	return func() daemon.Memory {
 		m := daemon.SystemMemory()

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux/api"
-	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/decide"
 )
 
 // runUse is "startlux use NAME|DIR": switch the daemon's model. The old
@@ -40,8 +40,8 @@ func runUse(ctx context.Context, env *cmdEnv, args []string) error {
 		if err != nil {
 			return fmt.Errorf("use: %w", err)
 		}
-		if !daemon.IsCheckpoint(abs) {
-			return fmt.Errorf("use: %s is not a checkpoint (a directory with decision_config.json and config.json)", abs)
+		if err := decide.CheckCheckpoint(abs); err != nil {
+			return fmt.Errorf("use: %w", err)
 		}
 		model = abs
 	}
