@@ -79,7 +79,16 @@ type ModelStatus struct {
 	// Int8 is whether int8 matmuls are in use (false until int8 support
 	// exists).
 	Int8 bool `json:"int8"`
+	// Calibrated is whether the model runs with its own
+	// decision_config.json; false for a checkpoint without one, which runs
+	// zero-shot with a derived config and whose probabilities are the
+	// model's own, not calibrated (clients show [UncalibratedNote]).
+	Calibrated bool `json:"calibrated"`
 }
+
+// UncalibratedNote is what status, the menu and the models listing say of
+// a model without a decision_config.json.
+const UncalibratedNote = "uncalibrated (run startlux calibrate)"
 
 // LoadProgress reports a load under way.
 type LoadProgress struct {
@@ -141,7 +150,8 @@ type ModelEntry struct {
 	// 4-bit (group 64)"; "" when config.json does not say.
 	Quant string `json:"quant,omitempty"`
 	// Calibrated is whether it has a decision_config.json, whose
-	// temperatures its probabilities are read with.
+	// temperatures its probabilities are read with; a model without one
+	// runs zero-shot, uncalibrated ([UncalibratedNote]).
 	Calibrated bool `json:"calibrated"`
 	// Unloadable says why the model cannot be loaded ("" when it can).
 	Unloadable string `json:"unloadable,omitempty"`

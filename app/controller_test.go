@@ -109,8 +109,8 @@ func (f *fakeSystem) Calls() []string {
 func TestControllerActions(t *testing.T) {
 	ctx := context.Background()
 	d := &fakeDaemon{
-		status: api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "demo"}},
-		models: []api.ModelEntry{{Name: "demo", Current: true}, {Name: "other"}},
+		status: api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "demo", Calibrated: true}},
+		models: []api.ModelEntry{{Name: "demo", Current: true, Calibrated: true}, {Name: "other", Calibrated: true}},
 	}
 	sys := &fakeSystem{}
 	quit := false
@@ -142,7 +142,7 @@ func TestControllerActions(t *testing.T) {
 		}
 		d.mu.Lock()
 		d.status.Model.Name = name
-		d.models = []api.ModelEntry{{Name: "demo"}, {Name: "other", Current: true}}
+		d.models = []api.ModelEntry{{Name: "demo", Calibrated: true}, {Name: "other", Current: true, Calibrated: true}}
 		d.mu.Unlock()
 		return nil
 	}
@@ -203,7 +203,7 @@ func TestControllerStartsDownDaemon(t *testing.T) {
 	sys.onStart = func() {
 		d.mu.Lock()
 		d.err = nil
-		d.status = api.Status{State: api.StateWarming, Model: api.ModelStatus{Name: "demo"}}
+		d.status = api.Status{State: api.StateWarming, Model: api.ModelStatus{Name: "demo", Calibrated: true}}
 		d.mu.Unlock()
 	}
 	c := New(d, sys, Options{Interval: 10 * time.Millisecond})

@@ -111,7 +111,11 @@ func BuildMenu(s MenuState) Menu {
 		tooltip = fmt.Sprintf("StartLux: %s", modelLabel(st))
 	}
 	if up && st.State != api.StateFailed && st.State != api.StateLoading {
-		info("Model: %s", modelLabel(st))
+		if st.Model.Name != "" && !st.Model.Calibrated {
+			info("Model: %s — %s", modelLabel(st), api.UncalibratedNote)
+		} else {
+			info("Model: %s", modelLabel(st))
+		}
 		if s.Switching != "" {
 			info("Switching to %s…", s.Switching)
 		} else if p := st.Progress; p != nil {
@@ -141,8 +145,11 @@ func BuildMenu(s MenuState) Menu {
 	var models []Item
 	for _, m := range s.Models {
 		title := m.Name
-		if m.Unloadable != "" { // listed so the user sees it, but it cannot be switched to
+		switch {
+		case m.Unloadable != "": // listed so the user sees it, but it cannot be switched to
 			title += " (not loadable)"
+		case !m.Calibrated:
+			title += " — " + api.UncalibratedNote
 		}
 		models = append(models, Item{
 			Action:    UseAction(m.Name),

@@ -57,13 +57,13 @@ func TestFormatBytesMatchesValue(t *testing.T) {
 func TestBuildMenu(t *testing.T) {
 	ready := api.Status{
 		State:          api.StateReady,
-		Model:          api.ModelStatus{Name: "demo", Backend: "cpu"},
+		Model:          api.ModelStatus{Name: "demo", Backend: "cpu", Calibrated: true},
 		SnapshotBytes:  3 << 20,
 		SnapshotLimit:  512 << 20,
 		RequestsServed: 4,
 		LatencyP50MS:   12.4,
 	}
-	models := []api.ModelEntry{{Name: "demo", Embedded: true, Current: true}, {Name: "big", Path: "/m/big"}}
+	models := []api.ModelEntry{{Name: "demo", Embedded: true, Current: true, Calibrated: true}, {Name: "big", Path: "/m/big", Calibrated: true}}
 	down := errors.New("no daemon is listening")
 	tests := []struct {
 		name  string
@@ -197,7 +197,7 @@ Quit StartLux
 }
 
 func TestMenuFind(t *testing.T) {
-	m := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x"}}})
+	m := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x", Calibrated: true}}})
 	if it, ok := m.Find(UseAction("x")); !ok || it.Title != "x" || !it.Enabled {
 		t.Errorf("Find(use:x) = %+v, %v", it, ok)
 	}
@@ -207,9 +207,12 @@ func TestMenuFind(t *testing.T) {
 }
 
 func TestMenuUnloadableModel(t *testing.T) {
-	m := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x"}, {Name: "chat", Unloadable: "uncalibrated"}}})
-	if it, ok := m.Find(UseAction("chat")); !ok || it.Enabled || it.Title != "chat (not loadable)" {
-		t.Errorf("Find(use:chat) = %+v, %v; want a disabled item that says it cannot be loaded", it, ok)
+	m := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x", Calibrated: true}, {Name: "bad", Unloadable: "mixture-of-experts"}, {Name: "chat"}}})
+	if it, ok := m.Find(UseAction("bad")); !ok || it.Enabled || it.Title != "bad (not loadable)" {
+		t.Errorf("Find(use:bad) = %+v, %v; want a disabled item that says it cannot be loaded", it, ok)
+	}
+	if it, ok := m.Find(UseAction("chat")); !ok || !it.Enabled || it.Title != "chat — uncalibrated (run startlux calibrate)" {
+		t.Errorf("Find(use:chat) = %+v, %v; want an enabled item marked uncalibrated", it, ok)
 	}
 	if it, ok := m.Find(UseAction("x")); !ok || !it.Enabled {
 		t.Errorf("Find(use:x) = %+v, %v", it, ok)
@@ -217,9 +220,9 @@ func TestMenuUnloadableModel(t *testing.T) {
 }
 
 func TestFlattenShape(t *testing.T) {
-	a := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x"}}})
-	b := BuildMenu(MenuState{Status: api.Status{State: api.StateReady, SnapshotBytes: 99}, Models: []api.ModelEntry{{Name: "y", Current: true}}, LoginItem: true})
-	c := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x"}, {Name: "y"}}})
+	a := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x", Calibrated: true}}})
+	b := BuildMenu(MenuState{Status: api.Status{State: api.StateReady, SnapshotBytes: 99}, Models: []api.ModelEntry{{Name: "y", Current: true, Calibrated: true}}, LoginItem: true})
+	c := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x", Calibrated: true}, {Name: "y", Calibrated: true}}})
 	fa, fb, fc := flatten(a.Items), flatten(b.Items), flatten(c.Items)
 	if shapeOf(fa) != shapeOf(fb) {
 		t.Errorf("titles and checks changed the shape")
@@ -234,5 +237,19 @@ func TestFlattenShape(t *testing.T) {
 		if f.parent >= 0 && len(fa[f.parent].Children) == 0 {
 			t.Errorf("item %d's parent %d has no children", i, f.parent)
 		}
+	}
+}
+
+// TestMenuUncalibratedModel: a model served zero-shot is marked as such in
+// the status part of the menu.
+func TestMenuUncalibratedModel(t *testing.T) {
+	st := api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "chat", Backend: "cpu"}}
+	text := BuildMenu(MenuState{Status: st}).Text()
+	if !strings.Contains(text, "[Model: chat — uncalibrated (run startlux calibrate)]") {
+		t.Errorf("menu of an uncalibrated model:\n%s", text)
+	}
+	st.Model.Calibrated = true
+	if text := BuildMenu(MenuState{Status: st}).Text(); strings.Contains(text, "uncalibrated") {
+		t.Errorf("menu of a calibrated model:\n%s", text)
 	}
 }

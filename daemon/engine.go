@@ -87,6 +87,6 @@ func DecideLoader(lo LoaderOptions) Loader {
 			return nil, api.ModelStatus{}, err
 		}
 		info := e.Info()
-		return engine{e}, api.ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend}, nil
+		return engine{e}, api.ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend, Calibrated: !info.Derived}, nil
 	}
 }

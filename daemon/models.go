@@ -17,20 +17,17 @@ import (
 	"github.com/startlux/startlux/model"
 )
 
-// IsCheckpoint reports whether dir holds a decision checkpoint: a
+// IsCheckpoint reports whether dir holds a checkpoint the engine opens: a
 // decision_config.json next to a config.json (jevfmt/1), or naming a base
-// directory that holds one (pointer/1).
+// directory that holds one (pointer/1), or a config.json and a
+// tokenizer.json without a decision config (run zero-shot, uncalibrated).
 func IsCheckpoint(dir string) bool { return decide.IsCheckpoint(dir) }
-
-// Uncalibrated is what the listing says of a model without a
-// decision_config.json (a plain chat checkpoint pulled from the Hub): the
-// engine cannot run it until zero-shot use exists.
-const Uncalibrated = "uncalibrated / zero-shot (not yet loadable): no decision_config.json"
 
 // ListModels returns the embedded demo followed by the models found
 // directly inside dir, by name: the checkpoints, and the directories that
-// hold a config.json without a decision config (listed with
-// [Uncalibrated]). Names starting with '.' (pulls in progress) are skipped.
+// hold a config.json but are no checkpoint (listed as unloadable, saying
+// why). A model without a decision config is listed uncalibrated. Names
+// starting with '.' (pulls in progress) are skipped.
 // Each entry says where the model came from, its size, how its weights are
 // stored and whether it is calibrated. A missing dir lists just the demo.
 func ListModels(dir string) ([]api.ModelEntry, error) {
@@ -55,7 +52,10 @@ func ListModels(dir string) ([]api.ModelEntry, error) {
 			if fi, err := os.Stat(filepath.Join(p, "config.json")); err != nil || !fi.Mode().IsRegular() {
 				continue
 			}
-			m.Unloadable = Uncalibrated
+			m.Unloadable = "not a checkpoint: " + checkpointWords
+			if _, err := os.Stat(filepath.Join(p, decide.ConfigFile)); errors.Is(err, fs.ErrNotExist) {
+				m.Unloadable = "no " + decide.ConfigFile + ", and no tokenizer.json to run it zero-shot with"
+			}
 		}
 		describeModel(os.DirFS(p), p, &m)
 		found = append(found, m)
@@ -95,6 +95,9 @@ func describeModel(fsys fs.FS, name string, m *api.ModelEntry) {
 	m.Quant = info.Storage()
 }
 
+// checkpointWords says what a checkpoint directory holds, for errors.
+const checkpointWords = "a checkpoint is a directory with config.json and tokenizer.json, and a decision_config.json unless it runs zero-shot"
+
 // ResolveModel turns what a user typed (a name in the models folder,
 // [DemoName] or "" for the embedded demo, or a directory path) into the
 // directory to load, "" meaning the embedded demo.
@@ -108,16 +111,16 @@ func ResolveModel(arg, modelsDir string) (string, error) {
 			return "", fmt.Errorf("model %s: %w", arg, err)
 		}
 		if !IsCheckpoint(dir) {
-			return "", fmt.Errorf("model %s is not a checkpoint (a directory with decision_config.json and config.json)", dir)
+			return "", fmt.Errorf("model %s is not a checkpoint (%s)", dir, checkpointWords)
 		}
 		return dir, nil
 	}
 	dir := filepath.Join(modelsDir, arg)
-	if fi, err := os.Stat(filepath.Join(dir, "config.json")); err == nil && fi.Mode().IsRegular() && !IsCheckpoint(dir) {
-		return "", fmt.Errorf("model %q in %s has no decision_config.json: it is %s", arg, modelsDir, Uncalibrated[:strings.Index(Uncalibrated, ":")])
-	}
 	if !IsCheckpoint(dir) {
-		return "", fmt.Errorf("no model %q in %s (a checkpoint is a directory with decision_config.json and config.json; \"startlux models\" lists them)", arg, modelsDir)
+		if _, err := os.Stat(dir); err == nil {
+			return "", fmt.Errorf("model %q in %s is not a checkpoint (%s)", arg, modelsDir, checkpointWords)
+		}
+		return "", fmt.Errorf("no model %q in %s (\"startlux models\" lists them)", arg, modelsDir)
 	}
 	return dir, nil
 }

@@ -54,6 +54,10 @@ type Info struct {
 	Backend        string `json:"backend"`         // the compute backend's name
 	MaxPositions   int    `json:"max_positions"`   // the longest row the model takes (0: no limit)
 	PreambleTokens int    `json:"preamble_tokens"` // positions every row shares, run once at open
+	// Derived is true when the checkpoint has no decision_config.json and
+	// runs with the config [DeriveConfig] made: zero-shot, its
+	// probabilities not calibrated.
+	Derived bool `json:"derived"`
 }
 
 // Engine answers decision requests with one checkpoint of either family. It
@@ -152,23 +156,35 @@ type ckptSource struct {
 
 func open(src ckptSource, info Info, opts Options) (*Engine, error) {
 	data, err := src.read(ConfigFile)
-	if err != nil {
+	derived := errors.Is(err, fs.ErrNotExist) // zero-shot: the config is derived below
+	if err != nil && !derived {
 		return nil, err
 	}
-	if configFormat(data) == PointerFormat {
+	if !derived && configFormat(data) == PointerFormat {
 		return openPointer(src, data, info, opts)
 	}
-	cfg, err := ParseConfig(data)
-	if err != nil {
-		return nil, err
+	var cfg *Config
+	if !derived {
+		if cfg, err = ParseConfig(data); err != nil {
+			return nil, err
+		}
 	}
 	data, err = src.read("tokenizer.json")
+	if err != nil && derived {
+		return nil, fmt.Errorf("no %s, and no tokenizer.json to derive one from: %w", ConfigFile, err)
+	}
 	if err != nil {
 		return nil, err
 	}
 	tok, err := tokenizer.FromJSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("tokenizer.json: %w", err)
+	}
+	if derived {
+		if cfg, err = DeriveConfig(tok, src.read); err != nil {
+			return nil, err
+		}
+		info.Derived = true
 	}
 	if err := cfg.checkLetters(tok, tok.VocabSize()); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math"
@@ -511,11 +512,20 @@ func (pe *pointerEngine) logits(h []float32, n, H int) []float32 {
 	return z
 }
 
-// IsCheckpoint reports whether dir holds a decision checkpoint of either
-// family: a decision_config.json with the model's config.json beside it
-// (jevfmt/1) or in its base directory (pointer/1).
+// IsCheckpoint reports whether dir holds a checkpoint the engine opens: a
+// decision_config.json with the model's config.json beside it (jevfmt/1)
+// or in its base directory (pointer/1), or, with no decision config, a
+// config.json and a tokenizer.json (run zero-shot with a derived config;
+// see [DeriveConfig]).
 func IsCheckpoint(dir string) bool {
+	isFile := func(elem ...string) bool {
+		fi, err := os.Stat(filepath.Join(append([]string{dir}, elem...)...))
+		return err == nil && fi.Mode().IsRegular()
+	}
 	data, err := readCheckpointFile(filepath.Join(dir, ConfigFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return isFile("config.json") && isFile("tokenizer.json")
+	}
 	if err != nil {
 		return false
 	}
@@ -527,6 +537,5 @@ func IsCheckpoint(dir string) bool {
 		}
 		base = c.Base
 	}
-	fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(base), "config.json"))
-	return err == nil && fi.Mode().IsRegular()
+	return isFile(filepath.FromSlash(base), "config.json")
 }

@@ -83,8 +83,8 @@ func runPull(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	fmt.Fprintf(env.stdout, "pulled %s at commit %s into %s (%s)\n", src.Repo, short(src.Commit), dest, hub.FormatBytes(src.Bytes()))
 	if plan.Format == "" {
-		fmt.Fprintf(env.stderr, "note: %s has no decision_config.json: it is uncalibrated, and StartLux cannot run it yet "+
-			"(zero-shot use of chat checkpoints is not supported yet); \"startlux models\" lists it as not yet loadable\n", *name)
+		fmt.Fprintf(env.stderr, "note: %s has no decision_config.json: it runs zero-shot with a derived config, and its "+
+			"probabilities are the model's own, %s\n", *name, api.UncalibratedNote)
 	}
 	return nil
 }
@@ -114,7 +114,7 @@ func describePlan(w io.Writer, p *hub.Plan) {
 	}
 	fmt.Fprintln(w)
 	c := p.Model.Config
-	kind := "no decision_config.json (uncalibrated)"
+	kind := "no decision_config.json (zero-shot, uncalibrated)"
 	if p.Format != "" {
 		kind = p.Format
 	}

@@ -55,6 +55,13 @@ func printStatus(w io.Writer, st *api.Status) {
 			fmt.Fprintf(w, "model:     %s (%s)\n", st.Model.Name, st.Model.Path)
 		}
 		fmt.Fprintf(w, "backend:   %s, int8 matmuls %v\n", st.Model.Backend, st.Model.Int8)
+		if st.State == api.StateReady || st.State == api.StateWarming {
+			calibration := "calibrated"
+			if !st.Model.Calibrated {
+				calibration = api.UncalibratedNote + ": zero-shot, no decision_config.json"
+			}
+			fmt.Fprintf(w, "readout:   %s\n", calibration)
+		}
 	}
 	if p := st.Progress; p != nil {
 		pct := 0.0

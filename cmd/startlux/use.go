@@ -33,7 +33,7 @@ func runUse(ctx context.Context, env *cmdEnv, args []string) error {
 			return fmt.Errorf("use: %w", err)
 		}
 		if !daemon.IsCheckpoint(abs) {
-			return fmt.Errorf("use: %s is not a checkpoint (a directory with decision_config.json and config.json)", abs)
+			return fmt.Errorf("use: %s is not a checkpoint (a directory with config.json and tokenizer.json, and a decision_config.json unless it runs zero-shot)", abs)
 		}
 		model = abs
 	}
