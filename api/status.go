@@ -15,6 +15,11 @@ const (
 	StateFailed  = "failed"  // no model could be loaded; decisions fail with model_load_failed
 )
 
+// PhasePulling is the [LoadProgress] phase of a load that downloads its
+// checkpoint from the Hub first (load with pull); loading and warming
+// follow.
+const PhasePulling = "pulling"
+
 // Status is what the status method returns.
 type Status struct {
 	// State is loading, warming, ready or failed.
@@ -94,12 +99,22 @@ const UncalibratedNote = "uncalibrated (run startlux calibrate)"
 type LoadProgress struct {
 	// Model is the directory being loaded ("" for the embedded demo).
 	Model string `json:"model"`
-	// Phase is loading or warming (the Progress option is also told ready
-	// or failed when a load ends).
+	// Phase is [PhasePulling], loading or warming (the Progress option is
+	// also told ready or failed when a load ends).
 	Phase string `json:"phase"`
-	// Done and Total are bytes of tensors read so far and in all.
+	// Done and Total are bytes of tensors read so far and in all; while
+	// pulling, bytes of the checkpoint's files on disk (what an
+	// interrupted pull left included) and in all.
 	Done  int64 `json:"done"`
 	Total int64 `json:"total"`
+	// Repo is the Hub repository being pulled, File the file being
+	// fetched, Rate the transfer rate in bytes per second over the last
+	// few seconds and ETAS the seconds left at that rate (0: unknown);
+	// only while pulling.
+	Repo string  `json:"repo,omitempty"`
+	File string  `json:"file,omitempty"`
+	Rate float64 `json:"rate,omitempty"`
+	ETAS float64 `json:"eta_s,omitempty"`
 }
 
 // DemoName is the name under which the embedded demo checkpoint is listed

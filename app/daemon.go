@@ -20,6 +20,10 @@ type Daemon interface {
 	// Load switches the daemon to the named model and returns once it
 	// serves it (or the switch failed).
 	Load(ctx context.Context, name string) error
+	// Pull has the daemon download a Hub repository ("owner/name" or
+	// "owner/name@revision") into the models folder and switch to it,
+	// and returns once it serves it (or the pull or the switch failed).
+	Pull(ctx context.Context, repo string) error
 }
 
 // IPCDaemon talks to the daemon over its Unix socket. It keeps one
@@ -97,6 +101,14 @@ func (d *IPCDaemon) Models(ctx context.Context) ([]api.ModelEntry, error) {
 func (d *IPCDaemon) Load(ctx context.Context, name string) error {
 	if err := d.call(ctx, api.MethodLoad, api.LoadParams{Model: name}, nil); err != nil {
 		return fmt.Errorf("switch to model %s: %w", name, err)
+	}
+	return nil
+}
+
+// Pull implements [Daemon] with load {"pull": repo}.
+func (d *IPCDaemon) Pull(ctx context.Context, repo string) error {
+	if err := d.call(ctx, api.MethodLoad, api.LoadParams{Pull: repo}, nil); err != nil {
+		return fmt.Errorf("pull %s: %w", repo, err)
 	}
 	return nil
 }

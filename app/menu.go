@@ -41,6 +41,15 @@ const (
 	ActionQuit       = "quit"
 	// ActionUse is followed by ":" and the model name.
 	ActionUse = "use"
+	// ActionAddModel asks for a Hub repository and has the daemon pull
+	// and load it.
+	ActionAddModel = "add-model"
+)
+
+// The dialog "Add Model…" opens.
+const (
+	AddModelTitle  = "Add Model"
+	AddModelPrompt = "Hugging Face repository to download and use (owner/name, optionally @revision), such as Qwen/Qwen3.5-0.8B:"
 )
 
 // UseAction returns the action that switches to the named model.
@@ -96,7 +105,9 @@ func BuildMenu(s MenuState) Menu {
 			what = "Warming up"
 		}
 		line := fmt.Sprintf("Daemon %s %s…", strings.ToLower(what), modelLabel(st))
-		if p := st.Progress; p != nil && p.Total > 0 && st.State == api.StateLoading {
+		if p := st.Progress; p != nil && p.Phase == api.PhasePulling {
+			line = pullLine(p)
+		} else if p != nil && p.Total > 0 && st.State == api.StateLoading {
 			line += fmt.Sprintf(" %d%%", p.Done*100/p.Total)
 		}
 		info("%s", line)
@@ -118,7 +129,10 @@ func BuildMenu(s MenuState) Menu {
 		}
 		if s.Switching != "" {
 			info("Switching to %s…", s.Switching)
-		} else if p := st.Progress; p != nil {
+		}
+		if p := st.Progress; p != nil && p.Phase == api.PhasePulling {
+			info("%s", pullLine(p))
+		} else if p := st.Progress; p != nil && s.Switching == "" {
 			// A switch asked for elsewhere (startlux use): the old model
 			// serves while the new one loads.
 			name := p.Model
@@ -166,7 +180,9 @@ func BuildMenu(s MenuState) Menu {
 		}
 		models = append(models, Item{Title: title})
 	}
-	models = append(models, Item{Separator: true}, Item{Action: ActionOpenModels, Title: "Open Models Folder…", Enabled: true})
+	models = append(models, Item{Separator: true},
+		Item{Action: ActionAddModel, Title: "Add Model…", Enabled: up && s.Switching == ""},
+		Item{Action: ActionOpenModels, Title: "Open Models Folder…", Enabled: true})
 	items = append(items, Item{Title: "Switch Model", Enabled: true, Children: models})
 	sep()
 
@@ -267,4 +283,17 @@ func (m Menu) Text() string {
 	}
 	walk(m.Items, "")
 	return b.String()
+}
+
+// pullLine says how far a pull in the daemon is: the repository, the bytes
+// so far and in all, and the rate.
+func pullLine(p *api.LoadProgress) string {
+	line := fmt.Sprintf("Downloading %s…", p.Repo)
+	if p.Total > 0 {
+		line += fmt.Sprintf(" %d%% of %s", p.Done*100/p.Total, FormatBytes(p.Total))
+	}
+	if p.Rate > 0 {
+		line += fmt.Sprintf(" · %s/s", FormatBytes(int64(p.Rate)))
+	}
+	return line
 }

@@ -81,6 +81,7 @@ Switch Model ▸
     ✓ demo
       big
     ---
+    Add Model…
     Open Models Folder…
 ---
 ✓ Start at Login
@@ -95,6 +96,7 @@ Start Daemon
 Switch Model ▸
     [Start the daemon to list models]
     ---
+    [Add Model…]
     Open Models Folder…
 ---
   Start at Login
@@ -109,6 +111,7 @@ Quit StartLux
 Switch Model ▸
     [Start the daemon to list models]
     ---
+    [Add Model…]
     Open Models Folder…
 ---
   Start at Login
@@ -121,6 +124,7 @@ Quit StartLux
 Switch Model ▸
     [No models listed]
     ---
+    Add Model…
     Open Models Folder…
 ---
   [Start at Login]
@@ -140,6 +144,7 @@ Switch Model ▸
     ✓ [demo]
       [big]
     ---
+    [Add Model…]
     Open Models Folder…
 ---
   Start at Login
@@ -163,6 +168,7 @@ Switch Model ▸
     ✓ demo
       big
     ---
+    Add Model…
     Open Models Folder…
 ---
   Start at Login
@@ -178,6 +184,7 @@ Switch Model ▸
     ✓ demo
       big
     ---
+    Add Model…
     Open Models Folder…
 ---
   Start at Login
@@ -251,5 +258,19 @@ func TestMenuUncalibratedModel(t *testing.T) {
 	st.Model.Calibrated = true
 	if text := BuildMenu(MenuState{Status: st}).Text(); strings.Contains(text, "uncalibrated") {
 		t.Errorf("menu of a calibrated model:\n%s", text)
+	}
+}
+
+// TestMenuPulling: a pull in the daemon shows its repository, percentage,
+// total and rate, whether a model serves meanwhile or not.
+func TestMenuPulling(t *testing.T) {
+	p := &api.LoadProgress{Model: "/m/q", Phase: api.PhasePulling, Repo: "Qwen/Qwen3.5-0.8B", Done: 1 << 29, Total: 1 << 31, Rate: 12 << 20}
+	serving := api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "demo", Calibrated: true}, Progress: p}
+	first := api.Status{State: api.StateLoading, Progress: p}
+	for _, st := range []api.Status{serving, first} {
+		text := BuildMenu(MenuState{Status: st, Switching: "Qwen/Qwen3.5-0.8B"}).Text()
+		if !strings.Contains(text, "[Downloading Qwen/Qwen3.5-0.8B… 25% of 2.0 GiB · 12 MiB/s]") || !strings.Contains(text, "[Add Model…]") {
+			t.Errorf("state %s:\n%s", st.State, text)
+		}
 	}
 }

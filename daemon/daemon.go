@@ -17,6 +17,7 @@ import (
 
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/hub"
 )
 
 // Engine is what the daemon needs of a loaded decision engine;
@@ -80,6 +81,11 @@ type Options struct {
 	PassTokens int
 	// NoWarmup skips the warm-up requests run after each load.
 	NoWarmup bool
+	// Hub makes the client a load with pull downloads through; nil means
+	// one configured from HF_ENDPOINT and HF_TOKEN in the environment.
+	Hub func() (*hub.Client, error)
+	// PullOptions tune those downloads (tests set FreeSpace and Now).
+	PullOptions hub.PullOptions
 	// Progress, if set, is told about load progress (for terminals).
 	Progress func(api.LoadProgress)
 	// Logger receives events; nil discards them.
