@@ -56,17 +56,29 @@ func DeriveConfig(tok Encoder, read func(name string) ([]byte, error)) (*Config,
 		}
 		c.LetterTokenIDs = append(c.LetterTokenIDs, int(ids[0]))
 	}
-	tmpl, file, err := readChatTemplate(read)
-	if err != nil {
+	var err error
+	if c.ThinkBlock, err = ChatThinkBlock(read); err != nil {
 		return nil, fmt.Errorf("no %s, and none can be derived: %w", ConfigFile, err)
-	}
-	if c.ThinkBlock, err = ThinkBlockOf(tmpl); err != nil {
-		return nil, fmt.Errorf("no %s, and none can be derived: %s: %w", ConfigFile, file, err)
 	}
 	if err := c.check(); err != nil {
 		return nil, fmt.Errorf("derived %s: %w", ConfigFile, err)
 	}
 	return c, nil
+}
+
+// ChatThinkBlock reads a checkpoint's chat template (read reads its files
+// by name, as for [DeriveConfig]) and returns the think block its
+// assistant turn opens with ([ThinkBlockOf]); the error names the file.
+func ChatThinkBlock(read func(name string) ([]byte, error)) (string, error) {
+	tmpl, file, err := readChatTemplate(read)
+	if err != nil {
+		return "", err
+	}
+	think, err := ThinkBlockOf(tmpl)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", file, err)
+	}
+	return think, nil
 }
 
 // MarshalFile returns c as the text of a decision_config.json.
