@@ -40,6 +40,10 @@ type LoadParams struct {
 	// Name is the pulled model's name in the models folder (default: the
 	// repository's name without its owner); only with Pull.
 	Name string `json:"name,omitempty"`
+	// Int8, when present, loads the model with int8 projections (true) or
+	// float ones (false) and keeps that for later loads; absent, the
+	// setting of the model in service applies.
+	Int8 *bool `json:"int8,omitempty"`
 }
 
 // BatchResult is what decide_batch returns: one item per request, in order,

@@ -81,14 +81,36 @@ type ModelStatus struct {
 	Name    string `json:"name"`
 	Path    string `json:"path"`
 	Backend string `json:"backend"`
-	// Int8 is whether int8 matmuls are in use (false until int8 support
-	// exists).
+	// Int8 is whether the model's large projections run as int8 (W8A8)
+	// products: the model was loaded with int8 on.
 	Int8 bool `json:"int8"`
 	// Calibrated is whether the model runs with its own
 	// decision_config.json; false for a checkpoint without one, which runs
 	// zero-shot with a derived config and whose probabilities are the
 	// model's own, not calibrated (clients show [UncalibratedNote]).
 	Calibrated bool `json:"calibrated"`
+	// Int8Kernel names the backend's int8 kernel ("avx2", "avx512-vnni",
+	// "neon-sdot", "mpp-matmul2d") when Int8 is on.
+	Int8Kernel string `json:"int8_kernel,omitempty"`
+	// Int8Unavailable says why the backend cannot run int8 products (""
+	// when it can); a load with int8 on is then refused with that reason.
+	Int8Unavailable string `json:"int8_unavailable,omitempty"`
+	// WeightBytes is the bytes of the model's weights as held: int8
+	// projections count their int8 values and scales, about half their
+	// bf16 bytes.
+	WeightBytes int64 `json:"weight_bytes"`
+}
+
+// Int8Summary says how the model runs its projections, as status and the
+// menu show it: "on (avx2)", "off", or "unavailable — <reason>".
+func (m ModelStatus) Int8Summary() string {
+	switch {
+	case m.Int8:
+		return "on (" + m.Int8Kernel + ")"
+	case m.Int8Unavailable != "":
+		return "unavailable — " + m.Int8Unavailable
+	}
+	return "off"
 }
 
 // UncalibratedNote is what status, the menu and the models listing say of

@@ -15,3 +15,18 @@ func TestModelsDir(t *testing.T) {
 		}
 	}
 }
+
+func TestInt8Summary(t *testing.T) {
+	for _, tc := range []struct {
+		m    ModelStatus
+		want string
+	}{
+		{ModelStatus{Int8: true, Int8Kernel: "avx2"}, "on (avx2)"},
+		{ModelStatus{}, "off"},
+		{ModelStatus{Int8Unavailable: "backend metal has no int8 matrix products"}, "unavailable — backend metal has no int8 matrix products"},
+	} {
+		if got := tc.m.Int8Summary(); got != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.m, got, tc.want)
+		}
+	}
+}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/startlux/startlux/api"
 )
 
 // System is what the controller asks of the operating system.
@@ -49,6 +51,9 @@ type Options struct {
 	StartTimeout time.Duration
 	// ModelsDir is the folder "Open Models Folder…" opens.
 	ModelsDir string
+	// SettingsFile is where the app's [Settings] are kept ("" keeps them
+	// in memory only).
+	SettingsFile string
 	// OnQuit is called by the quit action after the child daemon stopped.
 	OnQuit func()
 }
@@ -71,6 +76,8 @@ type Controller struct {
 	startedAt time.Time  // when a start began; zero when none is under way
 	switching string
 	notice    string
+	settings  Settings
+	synced    int // the pid of the last daemon whose int8 was made to follow the setting
 	menu      Menu
 	state     MenuState
 	listeners []func(Menu)
@@ -88,7 +95,14 @@ func New(d Daemon, sys System, opts Options) *Controller {
 		opts.StartTimeout = 60 * time.Second
 	}
 	c := &Controller{daemon: d, sys: sys, opts: opts, wake: make(chan struct{}, 1)}
-	c.menu = BuildMenu(MenuState{StatusErr: errors.New("not polled yet"), Starting: true})
+	if opts.SettingsFile != "" {
+		st, err := LoadSettings(opts.SettingsFile)
+		if err != nil {
+			c.notice = err.Error() // and the defaults apply
+		}
+		c.settings = st
+	}
+	c.menu = BuildMenu(MenuState{StatusErr: errors.New("not polled yet"), Starting: true, Int8: c.settings.Int8})
 	return c
 }
 
@@ -168,6 +182,7 @@ func (c *Controller) Poll(ctx context.Context) Menu {
 	s.Starting = !c.startedAt.IsZero()
 	s.Switching = c.switching
 	s.Notice = c.notice
+	s.Int8 = c.settings.Int8
 	menu := BuildMenu(s)
 	c.menu, c.state = menu, s
 	c.mu.Unlock()
@@ -177,7 +192,10 @@ func (c *Controller) Poll(ctx context.Context) Menu {
 
 // Run polls until ctx ends: at once (starting the daemon when it is not
 // running — the first-run registration of the login agent on macOS), then
-// every Interval and right after each action.
+// every Interval and right after each action. The first time it finds a
+// daemon (each daemon process) serving its model with int8 on while "Use
+// int8" is off, or the other way round, it reloads the model to follow the
+// setting, in the background.
 func (c *Controller) Run(ctx context.Context) error {
 	c.Poll(ctx)
 	if c.State().StatusErr != nil {
@@ -186,6 +204,9 @@ func (c *Controller) Run(ctx context.Context) error {
 	t := time.NewTicker(c.opts.Interval)
 	defer t.Stop()
 	for {
+		if name, on, ok := c.int8Drift(); ok {
+			go c.loadInt8(ctx, name, on)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -194,6 +215,92 @@ func (c *Controller) Run(ctx context.Context) error {
 		}
 		c.Poll(ctx)
 	}
+}
+
+// int8Drift reports whether the daemon, as last polled, serves its model
+// against the "Use int8" setting and has not been brought in line yet (once
+// per daemon process, so that a change made elsewhere afterwards stands):
+// the model to reload and the setting. A daemon whose backend cannot run
+// int8 is left alone; the menu says why.
+func (c *Controller) int8Drift() (name string, on, drift bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.state
+	st := s.Status
+	if s.StatusErr != nil || st.State != api.StateReady || c.switching != "" || st.PID == c.synced {
+		return "", false, false
+	}
+	c.synced = st.PID
+	on = c.settings.Int8
+	if st.Model.Int8 == on || on && st.Model.Int8Unavailable != "" {
+		return "", false, false
+	}
+	return currentModel(s), on, true
+}
+
+// currentModel names the model the daemon serves (or failed to load) for
+// the load method: the embedded demo by name, any other by its directory.
+func currentModel(s MenuState) string {
+	for _, m := range s.Models {
+		if m.Current {
+			if m.Path != "" {
+				return m.Path
+			}
+			return m.Name
+		}
+	}
+	if p := s.Status.Model.Path; p != "" && s.Status.Model.Name != "" && p != s.Status.Model.Name {
+		return p
+	}
+	return "demo"
+}
+
+// errSwitching is returned for an action asked for while a switch runs.
+var errSwitching = errors.New("already switching")
+
+// switchTo loads the named model with int8 on or off, showing the switch
+// in the menu while it runs; it refuses while another switch is under way.
+func (c *Controller) switchTo(ctx context.Context, name string, on bool) error {
+	c.mu.Lock()
+	if c.switching != "" {
+		busy := c.switching
+		c.mu.Unlock()
+		return fmt.Errorf("%w to %s", errSwitching, busy)
+	}
+	c.switching, c.notice = name, ""
+	c.mu.Unlock()
+	c.Poll(ctx)
+	err := c.daemon.Load(ctx, name, on)
+	c.mu.Lock()
+	c.switching = ""
+	c.mu.Unlock()
+	return err
+}
+
+// loadInt8 reloads the named model with int8 on or off, and keeps the
+// setting when the daemon took it.
+func (c *Controller) loadInt8(ctx context.Context, name string, on bool) error {
+	err := c.switchTo(ctx, name, on)
+	if errors.Is(err, errSwitching) {
+		return err
+	}
+	c.mu.Lock()
+	var save error
+	if err == nil && c.settings.Int8 != on {
+		next := c.settings
+		next.Int8 = on
+		if c.opts.SettingsFile != "" {
+			save = next.Save(c.opts.SettingsFile)
+		}
+		if save == nil {
+			c.settings = next
+		}
+	}
+	c.mu.Unlock()
+	if err == nil {
+		err = save
+	}
+	return c.report(ctx, err, "turn int8 "+onOff(on))
 }
 
 // kick asks Run to poll now.
@@ -276,9 +383,10 @@ func (c *Controller) Handle(ctx context.Context, action string) error {
 			return c.report(ctx, fmt.Errorf("already switching to %s", busy), "add a model")
 		}
 		c.switching = repo
+		on := c.settings.Int8
 		c.mu.Unlock()
 		c.Poll(ctx)
-		err = c.daemon.Pull(ctx, repo)
+		err = c.daemon.Pull(ctx, repo, on)
 		c.mu.Lock()
 		c.switching = ""
 		c.mu.Unlock()
@@ -289,21 +397,20 @@ func (c *Controller) Handle(ctx context.Context, action string) error {
 			c.opts.OnQuit()
 		}
 		return err
+	case action == ActionInt8:
+		c.mu.Lock()
+		on, name := !c.settings.Int8, currentModel(c.state)
+		c.mu.Unlock()
+		return c.loadInt8(ctx, name, on)
 	case strings.HasPrefix(action, ActionUse+":"):
 		name := strings.TrimPrefix(action, ActionUse+":")
 		c.mu.Lock()
-		if c.switching != "" {
-			busy := c.switching
-			c.mu.Unlock()
-			return fmt.Errorf("already switching to %s", busy)
+		on := c.settings.Int8
+		c.mu.Unlock()
+		err := c.switchTo(ctx, name, on)
+		if errors.Is(err, errSwitching) {
+			return err
 		}
-		c.switching, c.notice = name, ""
-		c.mu.Unlock()
-		c.Poll(ctx)
-		err := c.daemon.Load(ctx, name)
-		c.mu.Lock()
-		c.switching = ""
-		c.mu.Unlock()
 		return c.report(ctx, err, "switch model")
 	}
 	return fmt.Errorf("unknown menu action %q", action)

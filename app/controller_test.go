@@ -20,6 +20,7 @@ type fakeDaemon struct {
 	err    error
 	models []api.ModelEntry
 	loads  []string
+	int8s  []bool // each load's int8
 	loadFn func(name string) error
 }
 
@@ -35,13 +36,14 @@ func (f *fakeDaemon) Models(ctx context.Context) ([]api.ModelEntry, error) {
 	return slices.Clone(f.models), f.err
 }
 
-func (f *fakeDaemon) Pull(ctx context.Context, repo string) error {
-	return f.Load(ctx, "pull "+repo)
+func (f *fakeDaemon) Pull(ctx context.Context, repo string, useInt8 bool) error {
+	return f.Load(ctx, "pull "+repo, useInt8)
 }
 
-func (f *fakeDaemon) Load(ctx context.Context, name string) error {
+func (f *fakeDaemon) Load(ctx context.Context, name string, useInt8 bool) error {
 	f.mu.Lock()
 	f.loads = append(f.loads, name)
+	f.int8s = append(f.int8s, useInt8)
 	fn := f.loadFn
 	f.mu.Unlock()
 	if fn != nil {

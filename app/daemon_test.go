@@ -63,7 +63,8 @@ func longRequest() map[string]any {
 // TestControllerWithRealDaemon runs the real daemon (cmd/startlux serve) as
 // the app's child on a real socket and drives it through the controller:
 // start, the menu's model and cache figures, a request moving the cache, a
-// model switch from the menu, a restart, and a stopped daemon.
+// model switch from the menu, "Use int8", a restart (the new process, in
+// float, brought back to int8 by Run), and a stopped daemon.
 func TestControllerWithRealDaemon(t *testing.T) {
 	testenv.LookPath(t, "go", "the Go toolchain")
 	dir := t.TempDir()
@@ -83,7 +84,8 @@ func TestControllerWithRealDaemon(t *testing.T) {
 	defer d.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c := New(d, sys, Options{ModelsDir: models, CallTimeout: 10 * time.Second})
+	settings := filepath.Join(dir, "config", "settings.json")
+	c := New(d, sys, Options{ModelsDir: models, CallTimeout: 10 * time.Second, SettingsFile: settings, Interval: 50 * time.Millisecond})
 
 	// waitFor polls until the menu satisfies cond.
 	waitFor := func(what string, cond func(MenuState, string) bool) (MenuState, string) {
@@ -165,7 +167,23 @@ func TestControllerWithRealDaemon(t *testing.T) {
 		t.Errorf("menu after the switch:\n%s", txt)
 	}
 
-	// Restart: a new process serves again.
+	// Use int8: the model in service reloads with int8 projections, the
+	// menu names the kernel, the choice is saved.
+	floatBytes := st.Status.Model.WeightBytes
+	if err := c.Handle(ctx, ActionInt8); err != nil {
+		t.Fatalf("use int8: %v", err)
+	}
+	st, txt = waitFor("int8 on", func(s MenuState, _ string) bool { return s.Status.State == api.StateReady && s.Status.Model.Int8 })
+	if it, _ := c.Menu().Find(ActionInt8); !it.Checked || !strings.Contains(txt, "int8: on ("+st.Status.Model.Int8Kernel+")") || st.Status.Model.Int8Kernel == "" ||
+		!strings.HasSuffix(st.Status.Model.Path, string(filepath.Separator)+"other") || st.Status.Model.WeightBytes >= floatBytes {
+		t.Errorf("after Use int8 (float weights %d bytes): model %+v, menu:\n%s", floatBytes, st.Status.Model, txt)
+	}
+	if s, err := LoadSettings(settings); err != nil || !s.Int8 {
+		t.Errorf("settings after Use int8: %+v, %v", s, err)
+	}
+
+	// Restart: a new process serves again, started in float with the
+	// daemon's default arguments; Run brings it in line with the setting.
 	pid := st.Status.PID
 	if err := c.Handle(ctx, ActionRestart); err != nil {
 		t.Fatal(err)
@@ -173,6 +191,14 @@ func TestControllerWithRealDaemon(t *testing.T) {
 	waitFor("restarted", func(s MenuState, _ string) bool {
 		return s.StatusErr == nil && s.Status.PID != pid && s.Status.State == api.StateReady
 	})
+	runCtx, stopRun := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() { ran <- c.Run(runCtx) }()
+	waitFor("int8 after the restart", func(s MenuState, _ string) bool {
+		return s.Status.PID != pid && s.Status.State == api.StateReady && s.Status.Model.Int8
+	})
+	stopRun()
+	<-ran
 
 	// Stopped: the menu says so and offers to start it.
 	if err := sys.Stop(); err != nil {

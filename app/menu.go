@@ -38,6 +38,7 @@ const (
 	ActionRestart    = "restart"
 	ActionLogin      = "login"
 	ActionOpenModels = "open-models"
+	ActionInt8       = "int8" // toggles "Use int8", reloading the model
 	ActionQuit       = "quit"
 	// ActionUse is followed by ":" and the model name.
 	ActionUse = "use"
@@ -74,6 +75,8 @@ type MenuState struct {
 	// Notice is a line to show on top, such as the last action's error or
 	// that the daemon's login agent needs approval.
 	Notice string
+	// Int8 is the "Use int8" setting.
+	Int8 bool
 }
 
 // BuildMenu turns a state into the menu the tray shows.
@@ -146,7 +149,10 @@ func BuildMenu(s MenuState) Menu {
 			info("%s", line)
 		}
 		info("Backend: %s", orDash(st.Model.Backend))
-		info("int8: %s", onOff(st.Model.Int8))
+		info("int8: %s", st.Model.Int8Summary())
+		if st.Model.WeightBytes > 0 {
+			info("Weights: %s", FormatBytes(st.Model.WeightBytes))
+		}
 		info("Prefix cache: %s / %s", FormatBytes(st.SnapshotBytes), FormatBytes(st.SnapshotLimit))
 		line := fmt.Sprintf("Requests: %d", st.RequestsServed)
 		if st.RequestsServed > 0 {
@@ -184,6 +190,8 @@ func BuildMenu(s MenuState) Menu {
 		Item{Action: ActionAddModel, Title: "Add Model…", Enabled: up && s.Switching == ""},
 		Item{Action: ActionOpenModels, Title: "Open Models Folder…", Enabled: true})
 	items = append(items, Item{Title: "Switch Model", Enabled: true, Children: models})
+	items = append(items, Item{Action: ActionInt8, Title: "Use int8", Enabled: up && s.Switching == "" && st.State != api.StateLoading,
+		Checkable: true, Checked: s.Int8})
 	sep()
 
 	login := Item{Action: ActionLogin, Title: "Start at Login", Enabled: s.LoginItemErr == nil, Checkable: true, Checked: s.LoginItem}

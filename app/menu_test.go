@@ -83,6 +83,7 @@ Switch Model ▸
     ---
     Add Model…
     Open Models Folder…
+  Use int8
 ---
 ✓ Start at Login
 Restart Daemon
@@ -98,6 +99,7 @@ Switch Model ▸
     ---
     [Add Model…]
     Open Models Folder…
+  [Use int8]
 ---
   Start at Login
 ---
@@ -113,6 +115,7 @@ Switch Model ▸
     ---
     [Add Model…]
     Open Models Folder…
+  [Use int8]
 ---
   Start at Login
 ---
@@ -126,17 +129,18 @@ Switch Model ▸
     ---
     Add Model…
     Open Models Folder…
+  [Use int8]
 ---
   [Start at Login]
 Restart Daemon
 ---
 Quit StartLux
 `},
-		{"switching", MenuState{Status: func() api.Status { s := ready; s.Model.Int8 = true; return s }(), Models: models, Switching: "big"}, `
+		{"switching", MenuState{Status: func() api.Status { s := ready; s.Model.Int8, s.Model.Int8Kernel = true, "avx2"; return s }(), Models: models, Switching: "big", Int8: true}, `
 [Model: demo]
 [Switching to big…]
 [Backend: cpu]
-[int8: on]
+[int8: on (avx2)]
 [Prefix cache: 3.0 MiB / 512 MiB]
 [Requests: 4 · p50 12 ms]
 ---
@@ -146,6 +150,7 @@ Switch Model ▸
     ---
     [Add Model…]
     Open Models Folder…
+✓ [Use int8]
 ---
   Start at Login
 Restart Daemon
@@ -170,6 +175,32 @@ Switch Model ▸
     ---
     Add Model…
     Open Models Folder…
+  Use int8
+---
+  Start at Login
+Restart Daemon
+---
+Quit StartLux
+`},
+		{"int8 unavailable", MenuState{Status: func() api.Status {
+			s := ready
+			s.Model.Int8Unavailable, s.Model.WeightBytes = "backend metal has no int8 matrix products", 3<<20
+			return s
+		}(), Models: models}, `
+[Model: demo]
+[Backend: cpu]
+[int8: unavailable — backend metal has no int8 matrix products]
+[Weights: 3.0 MiB]
+[Prefix cache: 3.0 MiB / 512 MiB]
+[Requests: 4 · p50 12 ms]
+---
+Switch Model ▸
+    ✓ demo
+      big
+    ---
+    Add Model…
+    Open Models Folder…
+  Use int8
 ---
   Start at Login
 Restart Daemon
@@ -186,6 +217,7 @@ Switch Model ▸
     ---
     Add Model…
     Open Models Folder…
+  Use int8
 ---
   Start at Login
 Restart Daemon

@@ -7,6 +7,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/startlux/startlux/cpu"
+	"github.com/startlux/startlux/model"
+	"github.com/startlux/startlux/model/modeltest"
+	"github.com/startlux/startlux/tensor"
 )
 
 // TestSummarize checks the latency figures against values worked out by
@@ -78,5 +83,74 @@ func TestAll(t *testing.T) {
 		if err := r.Print(&out); err != nil || strings.Count(out.String(), "MB/s (one goroutine)\n") != 2 {
 			t.Errorf("%s: report %q, %v", b.Name, out.String(), err)
 		}
+	}
+}
+
+// TestPrefillInt8 runs the prefill benchmark's int8 comparison on a small
+// configuration and checks its report: both kinds timed in every round,
+// the projections' bytes half the bf16 ones plus the scales, and the final
+// hidden states near float's.
+func TestPrefillInt8(t *testing.T) {
+	cfg := func(layers int) model.Config {
+		c := modeltest.Qwen35Small(layers)
+		c.Hidden, c.Intermediate, c.Vocab = 128, 256, 1000
+		c.Heads, c.KVHeads, c.HeadDim, c.RopeDim = 2, 1, 64, 16
+		c.NK, c.NV, c.DK, c.DV = 2, 4, 32, 32
+		return c
+	}
+	env := Env{Open: func(int) (tensor.Backend, error) { return cpu.New(cpu.Options{}) }}
+	r, err := Prefill(context.Background(), env, PrefillOptions{Tokens: 40, Runs: 3, Int8: true, Check: true, Layers: 4, config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := r.Int8
+	if q == nil || len(q.BF16) != 3 || len(q.Int8) != 3 || q.Kernel == "" || q.Check == nil || q.Check.Positions != 40 {
+		t.Fatalf("report %+v", q)
+	}
+	var scales int64
+	c4 := cfg(4)
+	for _, s := range c4.Tensors() {
+		if s.Role == model.RoleProjection {
+			scales += 8 * int64(s.Shape[0])
+		}
+	}
+	if q.ProjInt8 != q.ProjBF16/2+scales {
+		t.Errorf("int8 projections %d bytes, want half of bf16's %d plus %d", q.ProjInt8, q.ProjBF16, scales)
+	}
+	// Random weights at small widths give int8 errors of 10–20% (see
+	// docs/int8.md); a broken int8 path gives errors of order one or NaN.
+	if c := q.Check; !(c.Whole < 0.5 && c.Mean <= c.Max && c.Whole > 0) {
+		t.Errorf("hidden-state check %+v", c)
+	}
+	var out bytes.Buffer
+	if err := r.Print(&out); err != nil || !strings.Contains(out.String(), "int8 / bf16: ") || !strings.Contains(out.String(), "final hidden state") {
+		t.Errorf("report %q, %v", out.String(), err)
+	}
+	t.Log(out.String())
+	for _, o := range []PrefillOptions{{Tokens: 4, Runs: 1, Check: true}, {Tokens: 4, Runs: 1, Int8: true, Quant: 4}} {
+		if _, err := Prefill(context.Background(), env, o); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+}
+
+// TestDecideInt8 runs the decide benchmark's int8 comparison on the demo
+// model, briefly, and checks its report.
+func TestDecideInt8(t *testing.T) {
+	env := Env{Open: func(int) (tensor.Backend, error) { return cpu.New(cpu.Options{}) }}
+	r, err := Decide(context.Background(), env, DecideOptions{Iters: 2, EvidenceTokens: 100, Requests: 2, Int8: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := r.Int8
+	if q == nil || q.Kernel == "" || len(q.ColdF) != 2 || len(q.ColdQ) != 2 || len(q.WarmF) != 2 || len(q.WarmQ) != 2 {
+		t.Fatalf("report %+v", q)
+	}
+	if !(q.WeightBytesQ < q.WeightBytesF) || !(q.MaxDiff < 0.2) {
+		t.Errorf("weights %d (int8) and %d, answers differ by %g", q.WeightBytesQ, q.WeightBytesF, q.MaxDiff)
+	}
+	var out bytes.Buffer
+	if err := r.Print(&out); err != nil || !strings.Contains(out.String(), "int8 speedup") {
+		t.Errorf("report %q, %v", out.String(), err)
 	}
 }

@@ -33,6 +33,10 @@ type DecideOptions struct {
 	// random-weight checkpoint of this many layers with Qwen3.5-0.8B's layer
 	// shapes and the demo's vocabulary, tokenizer and decision config.
 	WideLayers int
+	// Int8 also opens the model with int8 projections (decide.Options.Int8)
+	// and times its cold and warm requests against the float engine's,
+	// alternated (see DecideInt8).
+	Int8 bool
 }
 
 func (o *DecideOptions) register(fs *flag.FlagSet) {
@@ -41,6 +45,7 @@ func (o *DecideOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.EvidenceTokens, "evidence-tokens", 1500, "evidence length of the 8-question request, in tokens")
 	fs.IntVar(&o.Requests, "requests", 64, "single-question requests in the batch comparison")
 	fs.IntVar(&o.Threads, "threads", 0, "CPU backend threads (0: all cores)")
+	fs.BoolVar(&o.Int8, "int8", false, "also time the cold and warm request with int8 projections against float, alternated")
 	fs.IntVar(&o.WideLayers, "wide-layers", 0, "instead of the demo model, a random-weight checkpoint of `N` layers with Qwen3.5-0.8B's layer shapes\n(every fourth full attention) and the demo's vocabulary, tokenizer and decision config, written to a temporary directory")
 }
 
@@ -66,6 +71,20 @@ type DecideReport struct {
 	// Sgemm is the backend's sgemm rate (GFLOP/s) after the runs, 0 if it
 	// has none.
 	Sgemm float64
+
+	// Int8 is the int8 comparison (DecideOptions.Int8).
+	Int8 *DecideInt8
+}
+
+// DecideInt8 is the cold and warm 8-question request on the float engine
+// and on one with int8 projections, alternated round by round (float first
+// in even rounds): milliseconds in the order run.
+type DecideInt8 struct {
+	Kernel                            string
+	ColdF, WarmF, ColdQ, WarmQ        []float64
+	WeightBytesF, WeightBytesQ        int64
+	MaxDiff                           float64 // the largest |Δp| between the engines' answers
+	OpenFloatSeconds, OpenInt8Seconds float64
 }
 
 // DecidePath is one path's measurement.
@@ -108,17 +127,20 @@ func Decide(ctx context.Context, env Env, o DecideOptions) (*DecideReport, error
 	if modelDir != "" {
 		fsys = os.DirFS(modelDir)
 	}
-	open := func(be tensor.Backend) (*decide.Engine, error) {
+	openWith := func(be tensor.Backend, opts decide.Options) (*decide.Engine, error) {
 		if modelDir == "" {
-			return decide.OpenFS(fsys, "demo-decision (embedded)", be, decide.Options{})
+			return decide.OpenFS(fsys, "demo-decision (embedded)", be, opts)
 		}
-		return decide.Open(modelDir, be, decide.Options{})
+		return decide.Open(modelDir, be, opts)
 	}
+	open := func(be tensor.Backend) (*decide.Engine, error) { return openWith(be, decide.Options{}) }
+	t0 := time.Now()
 	e, err := open(be)
 	if err != nil {
 		return nil, err
 	}
 	defer e.Close()
+	openFloat := time.Since(t0)
 	// A second engine, on a backend that counts, does every measured job
 	// once more, untimed, to weigh each path's arithmetic.
 	cnt := work.New(be)
@@ -251,6 +273,51 @@ func Decide(ctx context.Context, env Env, o DecideOptions) (*DecideReport, error
 			return nil, fmt.Errorf("sgemm: %w", err)
 		}
 	}
+	if o.Int8 {
+		t0 := time.Now()
+		qe, err := openWith(be, decide.Options{Int8: true})
+		if err != nil {
+			return nil, fmt.Errorf("int8: %w", err)
+		}
+		defer qe.Close()
+		q := &DecideInt8{Kernel: qe.Info().Int8, OpenFloatSeconds: openFloat.Seconds(), OpenInt8Seconds: time.Since(t0).Seconds(),
+			WeightBytesF: e.Info().WeightBytes, WeightBytesQ: qe.Info().WeightBytes}
+		for i := 0; i <= o.Iters; i++ { // the first round warms up and is not counted
+			order := []*decide.Engine{e, qe}
+			if i%2 == 1 {
+				order = []*decide.Engine{qe, e}
+			}
+			var answers [2]*decide.Response
+			for _, en := range order {
+				en.ClearCache()
+				t0 := time.Now()
+				cold, err := en.Decide(ctx, req)
+				if err != nil {
+					return nil, err
+				}
+				t1 := time.Now()
+				if _, err := en.Decide(ctx, req); err != nil {
+					return nil, err
+				}
+				t2 := time.Now()
+				if en == qe {
+					answers[1] = cold
+				} else {
+					answers[0] = cold
+				}
+				if i == 0 {
+					continue
+				}
+				if en == qe {
+					q.ColdQ, q.WarmQ = append(q.ColdQ, ms(t1.Sub(t0))), append(q.WarmQ, ms(t2.Sub(t1)))
+				} else {
+					q.ColdF, q.WarmF = append(q.ColdF, ms(t1.Sub(t0))), append(q.WarmF, ms(t2.Sub(t1)))
+				}
+			}
+			q.MaxDiff = maxDiff(answers[0], answers[1])
+		}
+		r.Int8 = q
+	}
 	if r.ColdWarmDiff > 1e-5 || r.BatchDiff > 1e-5 {
 		return r, fmt.Errorf("results depend on the prefix plan or batching (cold/warm %.2g, batch/one %.2g; want ≤ 1e-5)", r.ColdWarmDiff, r.BatchDiff)
 	}
@@ -284,7 +351,24 @@ func (r *DecideReport) Print(w io.Writer) error {
 		p.printf("  sgemm 512×1024×3584 on this backend now %.1f GFLOP/s; the batch runs at %.0f%% of it, and 2× one by one needs %.1f GFLOP/s = %.0f%% of it\n",
 			sg, 100*b.GFLOP/b.MS*1e3/sg, need, 100*need/sg)
 	}
+	if q := r.Int8; q != nil {
+		q.print(p, r.Iters)
+	}
 	return p.err
+}
+
+func (q *DecideInt8) print(p *printer, iters int) {
+	p.printf("\nint8 projections (kernel %s) against float, the 8-question request, %d rounds alternated:\n", q.Kernel, iters)
+	for _, c := range []struct {
+		name string
+		f, q []float64
+	}{{"cold", q.ColdF, q.ColdQ}, {"warm", q.WarmF, q.WarmQ}} {
+		fm, flo, fhi := spread(c.f)
+		qm, qlo, qhi := spread(c.q)
+		p.printf("  %s  float %8.2f ms (%.2f–%.2f)   int8 %8.2f ms (%.2f–%.2f)   int8 speedup %.2f× (medians)\n", c.name, fm, flo, fhi, qm, qlo, qhi, fm/qm)
+	}
+	p.printf("  weights: float %.1f MB, int8 %.1f MB; open: float %.2fs, int8 %.2fs (calibration, conversion); answers differ by at most %.3g\n",
+		float64(q.WeightBytesF)/1e6, float64(q.WeightBytesQ)/1e6, q.OpenFloatSeconds, q.OpenInt8Seconds, q.MaxDiff)
 }
 
 // writeWideDemo writes to dir a random-weight checkpoint of the given

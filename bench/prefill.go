@@ -31,6 +31,19 @@ type PrefillOptions struct {
 	// Dir, when set, is where the checkpoints are written and kept (by
 	// default a temporary directory, removed).
 	Dir string
+	// Int8, instead of the bf16 measurement against sgemm (and of Quant),
+	// loads the bf16
+	// checkpoint twice, in float and with int8 projections (as an int8
+	// engine does: SmoothQuant on down_proj's input from calibration rows),
+	// and alternates their prefills (see PrefillInt8).
+	Int8 bool
+	// Check, with Int8, also compares the two models' final hidden states.
+	Check bool
+	// Layers is the number of decoder layers (0: the model's 24).
+	Layers int
+
+	// config, when set (by tests), replaces the 0.8B shapes.
+	config func(layers int) model.Config
 }
 
 func (o *PrefillOptions) register(fs *flag.FlagSet) {
@@ -38,6 +51,9 @@ func (o *PrefillOptions) register(fs *flag.FlagSet) {
 	fs.IntVar(&o.Quant, "quant", 0, "also run the shapes MLX affine-quantised to this many bits (2, 3, 4, 5, 6 or 8; group 64); 0: bf16 only")
 	fs.IntVar(&o.Runs, "runs", 3, "timed prefills after one warm-up (the median is reported)")
 	fs.StringVar(&o.Dir, "dir", "", "write the checkpoints under this directory and keep them (default: a temporary directory, removed)")
+	fs.BoolVar(&o.Int8, "int8", false, "compare bf16 with int8 projections: prefills alternated, tok/s, their ratio, projection bytes, resident memory")
+	fs.BoolVar(&o.Check, "check", false, "with --int8: the relative error of the final hidden state, int8 against bf16")
+	fs.IntVar(&o.Layers, "layers", 24, "decoder layers of the Qwen3.5-0.8B shapes (24 in the model)")
 }
 
 // PrefillReport is what Prefill measured.
@@ -46,9 +62,11 @@ type PrefillReport struct {
 	GOMAXPROCS   int
 	GOOS, GOARCH string
 	Tokens       int
+	Layers       int
 	BF16         PrefillResult
 	Quant        *PrefillResult // with PrefillOptions.Quant
 	QuantBits    int
+	Int8         *PrefillInt8 // with PrefillOptions.Int8 (BF16 and Quant are then not measured)
 }
 
 // PrefillResult is one checkpoint's measurement.
@@ -65,10 +83,23 @@ type PrefillResult struct {
 // Prefill runs a prefill over a checkpoint with the real Qwen3.5-0.8B
 // shapes and random bf16 weights, against the backend's own sgemm rate
 // measured in the same run. With Quant it then runs the same shapes
-// MLX-quantised and compares.
+// MLX-quantised and compares. With Int8 it compares the bf16 checkpoint in
+// float with the same checkpoint with int8 projections instead.
 func Prefill(ctx context.Context, env Env, o PrefillOptions) (*PrefillReport, error) {
-	if o.Tokens < 1 || o.Runs < 1 {
-		return nil, fmt.Errorf("--tokens and --runs must be positive")
+	if o.Tokens < 1 || o.Runs < 1 || o.Layers < 0 {
+		return nil, fmt.Errorf("--tokens and --runs must be positive, --layers not negative")
+	}
+	if o.Check && !o.Int8 {
+		return nil, fmt.Errorf("--check compares int8 with bf16: it needs --int8")
+	}
+	if o.Int8 && o.Quant != 0 {
+		return nil, fmt.Errorf("--int8 and --quant exclude each other")
+	}
+	if o.Layers == 0 {
+		o.Layers = 24
+	}
+	if o.config == nil {
+		o.config = modeltest.Qwen35Small
 	}
 	switch o.Quant {
 	case 0, 2, 3, 4, 5, 6, 8:
@@ -86,13 +117,22 @@ func Prefill(ctx context.Context, env Env, o PrefillOptions) (*PrefillReport, er
 		}
 		defer os.RemoveAll(root)
 	}
-	r := &PrefillReport{Backend: be.Name(), GOMAXPROCS: runtime.GOMAXPROCS(0), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Tokens: o.Tokens}
-	b := &prefillBench{be: be, tokens: o.Tokens, runs: o.Runs, env: env}
-	base, err := b.run(ctx, filepath.Join(root, "bf16"), 0)
-	if err != nil {
-		return nil, err
+	r := &PrefillReport{Backend: be.Name(), GOMAXPROCS: runtime.GOMAXPROCS(0), GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, Tokens: o.Tokens, Layers: o.Layers}
+	b := &prefillBench{be: be, tokens: o.Tokens, runs: o.Runs, env: env, config: o.config(o.Layers)}
+	if o.Int8 {
+		if r.Int8, err = b.int8(ctx, filepath.Join(root, "bf16"), o.Check); err != nil {
+			if r.Int8 == nil {
+				return nil, fmt.Errorf("int8: %w", err)
+			}
+			return r, fmt.Errorf("int8: %w", err)
+		}
+	} else {
+		base, err := b.run(ctx, filepath.Join(root, "bf16"), 0)
+		if err != nil {
+			return nil, err
+		}
+		r.BF16 = *base
 	}
-	r.BF16 = *base
 	if o.Quant != 0 {
 		if r.Quant, err = b.run(ctx, filepath.Join(root, fmt.Sprintf("q%d", o.Quant)), o.Quant); err != nil {
 			return nil, fmt.Errorf("%d-bit: %w", o.Quant, err)
@@ -106,6 +146,11 @@ func Prefill(ctx context.Context, env Env, o PrefillOptions) (*PrefillReport, er
 func (r *PrefillReport) Print(w io.Writer) error {
 	p := &printer{w: w}
 	p.printf("backend %s, GOMAXPROCS %d, %s/%s\n", r.Backend, r.GOMAXPROCS, r.GOOS, r.GOARCH)
+	if r.Int8 != nil {
+		p.printf("%d layers of the Qwen3.5-0.8B shapes\n", r.Layers)
+		r.Int8.print(p, r.Tokens)
+		return p.err
+	}
 	for _, x := range []*PrefillResult{&r.BF16, r.Quant} {
 		if x != nil {
 			p.printf("%s: resident after load %.2f GB, peak %.2f GB = %.2f × the checkpoint's %.2f GB\n",
@@ -131,29 +176,63 @@ type prefillBench struct {
 	be           tensor.Backend
 	tokens, runs int
 	env          Env
+	config       model.Config
+}
+
+// write writes the checkpoint (bits 0: bf16, else MLX-quantised) into dir
+// and returns its parameters outside the embedding and its size.
+func (b *prefillBench) write(dir string, bits int, kind string) (params, size int64, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, 0, err
+	}
+	t0 := time.Now()
+	params, err = modeltest.Write(dir, b.config, modeltest.Options{Bits: bits})
+	if err != nil {
+		return 0, 0, err
+	}
+	st, err := os.Stat(filepath.Join(dir, "model.safetensors"))
+	if err != nil {
+		return 0, 0, err
+	}
+	b.env.logf("wrote a %d-layer Qwen3.5-0.8B-shaped %s checkpoint (%.2f GB, %.1fM non-embedding parameters) in %.1fs\n",
+		b.config.Layers, kind, float64(st.Size())/1e9, float64(params)/1e6, time.Since(t0).Seconds())
+	return params, st.Size(), nil
+}
+
+// ids returns the prompt: tokens random ids (a fixed stream) below 240000,
+// or the vocabulary where it is smaller.
+func (b *prefillBench) ids(seed uint64) []int32 {
+	ids := make([]int32, b.tokens)
+	rng := seed
+	for i := range ids {
+		ids[i] = int32(splitmix(&rng) % uint64(min(240000, b.config.Vocab)))
+	}
+	return ids
+}
+
+// timePrefill times one prefill of ids on m.
+func timePrefill(ctx context.Context, m *model.Model, ids []int32) (time.Duration, error) {
+	start := time.Now()
+	s, err := m.Prefill(ctx, nil, ids)
+	if err != nil {
+		return 0, err
+	}
+	d := time.Since(start)
+	s.Free()
+	return d, nil
 }
 
 // run writes a checkpoint (bits 0: bf16, else MLX-quantised) into dir,
 // loads it and times prefills.
 func (b *prefillBench) run(ctx context.Context, dir string, bits int) (*PrefillResult, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
-	}
 	kind := "bf16"
 	if bits != 0 {
 		kind = fmt.Sprintf("%d-bit", bits)
 	}
-	t0 := time.Now()
-	params, err := modeltest.Write(dir, modeltest.Qwen35Small(24), modeltest.Options{Bits: bits})
+	params, size, err := b.write(dir, bits, kind)
 	if err != nil {
 		return nil, err
 	}
-	st, err := os.Stat(filepath.Join(dir, "model.safetensors"))
-	if err != nil {
-		return nil, err
-	}
-	b.env.logf("wrote a Qwen3.5-0.8B-shaped %s checkpoint (%.2f GB, %.1fM non-embedding parameters) in %.1fs\n",
-		kind, float64(st.Size())/1e9, float64(params)/1e6, time.Since(t0).Seconds())
 	debug.FreeOSMemory() // what an earlier run left on the heap must not count against this one
 	resetPeakRSS()
 	m, err := model.Load(dir, b.be, model.LoadOptions{})
@@ -162,21 +241,8 @@ func (b *prefillBench) run(ctx context.Context, dir string, bits int) (*PrefillR
 	}
 	defer m.Close()
 	loaded := currentRSS()
-	ids := make([]int32, b.tokens)
-	rng := uint64(0x9e3779b97f4a7c15)
-	for i := range ids {
-		ids[i] = int32(splitmix(&rng) % 240000)
-	}
-	prefill := func() (time.Duration, error) {
-		start := time.Now()
-		s, err := m.Prefill(ctx, nil, ids)
-		if err != nil {
-			return 0, err
-		}
-		d := time.Since(start)
-		s.Free()
-		return d, nil
-	}
+	ids := b.ids(0x9e3779b97f4a7c15)
+	prefill := func() (time.Duration, error) { return timePrefill(ctx, m, ids) }
 	if _, err := prefill(); err != nil { // warm-up: pages of the mapping, scratch buffers
 		return nil, err
 	}
@@ -205,7 +271,7 @@ func (b *prefillBench) run(ctx context.Context, dir string, bits int) (*PrefillR
 	slices.Sort(times)
 	med := times[len(times)/2].Seconds()
 	r := &PrefillResult{Kind: kind, TokensPerSecond: float64(b.tokens) / med, GFLOPS: 2 * float64(params) * float64(b.tokens) / med / 1e9,
-		WeightBytes: m.WeightBytes(), CheckpointBytes: st.Size(), LoadedRSS: loaded, PeakRSS: peakRSS()}
+		WeightBytes: m.WeightBytes(), CheckpointBytes: size, LoadedRSS: loaded, PeakRSS: peakRSS()}
 	if len(sgemms) > 0 {
 		slices.Sort(sgemms)
 		r.Sgemm = sgemms[len(sgemms)/2]
@@ -244,6 +310,13 @@ func currentRSS() int64 {
 		return kb << 10
 	}
 	return peakRSS()
+}
+
+// fileRSS returns the resident bytes mapped from files (Linux; 0 where
+// the figure is not available).
+func fileRSS() int64 {
+	kb, _ := procStatus("RssFile:")
+	return kb << 10
 }
 
 // procStatus reads a kB field of /proc/self/status.

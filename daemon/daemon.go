@@ -46,9 +46,11 @@ type Job interface {
 	Tokens() int
 }
 
-// Loader opens the checkpoint in dir ("" for the embedded demo), reporting
-// bytes read through progress, and describes it.
-type Loader func(ctx context.Context, dir string, progress func(done, total int64)) (Engine, api.ModelStatus, error)
+// Loader opens the checkpoint in dir ("" for the embedded demo), with its
+// large projections as int8 products when useInt8 is set (refusing when the
+// backend has none), reporting bytes read (and converted) through
+// progress, and describes it.
+type Loader func(ctx context.Context, dir string, useInt8 bool, progress func(done, total int64)) (Engine, api.ModelStatus, error)
 
 // Options configures a [Daemon].
 type Options struct {
@@ -86,6 +88,10 @@ type Options struct {
 	Hub func() (*hub.Client, error)
 	// PullOptions tune those downloads (tests set FreeSpace and Now).
 	PullOptions hub.PullOptions
+	// Int8 loads the first model with int8 projections; a load that does
+	// not say (the load method without "int8") keeps the setting of the
+	// last model put in service.
+	Int8 bool
 	// Progress, if set, is told about load progress (for terminals).
 	Progress func(api.LoadProgress)
 	// Logger receives events; nil discards them.
@@ -135,6 +141,7 @@ type Daemon struct {
 	stopping     bool
 	lastFree     time.Time // the last debug.FreeOSMemory
 	freeLater    bool      // one is scheduled
+	int8         bool      // the int8 setting of the model in service (Options.Int8 before the first)
 
 	loadMu  sync.Mutex     // one load at a time
 	running sync.WaitGroup // batches being answered
@@ -191,6 +198,7 @@ func New(opts Options) *Daemon {
 		state:   api.StateLoading,
 		changed: make(chan struct{}),
 		prepSem: make(chan struct{}, runtime.GOMAXPROCS(0)),
+		int8:    opts.Int8,
 	}
 }
 
@@ -200,7 +208,7 @@ func New(opts Options) *Daemon {
 func (d *Daemon) Start() {
 	go d.worker()
 	go func() {
-		if err := d.load(d.opts.Model); err != nil {
+		if err := d.load(d.opts.Model, d.opts.Int8); err != nil {
 			d.opts.Logger.Error("loading the model failed", "model", d.opts.Model, "err", err)
 		}
 	}()

@@ -3,11 +3,13 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/startlux/startlux"
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/model"
 	"github.com/startlux/startlux/tensor"
 )
 
@@ -58,7 +60,7 @@ type LoaderOptions struct {
 // DecideLoader returns the [Loader] of real models: decide engines, on the
 // embedded demo checkpoint for dir "".
 func DecideLoader(lo LoaderOptions) Loader {
-	return func(ctx context.Context, dir string, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
+	return func(ctx context.Context, dir string, useInt8 bool, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, api.ModelStatus{}, err
 		}
@@ -76,7 +78,7 @@ func DecideLoader(lo LoaderOptions) Loader {
 				return nil, api.ModelStatus{}, fmt.Errorf("backend %s: warm up: %w", be.Name(), err)
 			}
 		}
-		opts := decide.Options{CacheLimit: lo.CacheLimit, Progress: progress, Limits: lo.Limits}
+		opts := decide.Options{CacheLimit: lo.CacheLimit, Progress: progress, Limits: lo.Limits, Int8: useInt8}
 		var e *decide.Engine
 		if dir == "" {
 			e, err = decide.OpenFS(startlux.DemoModel(), DemoPath, be, opts)
@@ -87,6 +89,11 @@ func DecideLoader(lo LoaderOptions) Loader {
 			return nil, api.ModelStatus{}, err
 		}
 		info := e.Info()
-		return engine{e}, api.ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend, Calibrated: !info.Derived}, nil
+		st := api.ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend,
+			Int8: info.Int8 != "", Int8Kernel: info.Int8, WeightBytes: info.WeightBytes, Calibrated: !info.Derived}
+		if _, err := model.Int8Kernel(be); err != nil {
+			st.Int8Unavailable = strings.TrimPrefix(err.Error(), "int8: ")
+		}
+		return engine{e}, st, nil
 	}
 }

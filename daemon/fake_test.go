@@ -179,6 +179,7 @@ type fakeLoader struct {
 	delay    time.Duration
 	loadGate chan struct{}
 	fail     string
+	noInt8   string // when set, int8 loads fail and statuses say so, with this reason
 	panicOn  string // a directory whose load panics
 }
 
@@ -229,7 +230,7 @@ func (l *fakeLoader) open(dir string) *fakeEngine {
 	return e
 }
 
-func (l *fakeLoader) load(ctx context.Context, dir string, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
+func (l *fakeLoader) load(ctx context.Context, dir string, useInt8 bool, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
 	progress(0, 100)
 	if l.loadGate != nil {
 		select {
@@ -244,10 +245,17 @@ func (l *fakeLoader) load(ctx context.Context, dir string, progress func(done, t
 	if dir == l.fail && dir != "" {
 		return nil, api.ModelStatus{}, errors.New("no such checkpoint")
 	}
+	if useInt8 && l.noInt8 != "" {
+		return nil, api.ModelStatus{}, errors.New("int8: " + l.noInt8)
+	}
 	progress(100, 100)
 	name := dir
 	if name == "" {
 		name = "demo-decision"
 	}
-	return l.open(dir), api.ModelStatus{Name: name, Path: dir, Backend: "fake"}, nil
+	st := api.ModelStatus{Name: name, Path: dir, Backend: "fake", Int8: useInt8, Int8Unavailable: l.noInt8, WeightBytes: 1000}
+	if useInt8 {
+		st.Int8Kernel, st.WeightBytes = "fake-int8", 500
+	}
+	return l.open(dir), st, nil
 }

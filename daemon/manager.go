@@ -12,24 +12,26 @@ import (
 // errStopping is returned by loads that finish after Close began.
 var errStopping = errors.New("the daemon is shutting down")
 
-// load reads the checkpoint in dir ("" for the embedded demo), warms it up
-// and puts it in service in place of the current model, which finishes the
-// batches running on it and is then closed. While the first model loads,
-// status says loading, then warming; during a switch the old model keeps
-// serving. A failed switch leaves the old model in service.
-func (d *Daemon) load(dir string) error {
+// load reads the checkpoint in dir ("" for the embedded demo), with int8
+// projections when useInt8 is set, warms it up and puts it in service in
+// place of the current model, which finishes the batches running on it and
+// is then closed; useInt8 becomes the setting of later loads that do not say.
+// While the first model loads, status says loading, then warming; during a
+// switch the old model keeps serving. A failed switch leaves the old model
+// (and its setting) in service.
+func (d *Daemon) load(dir string, useInt8 bool) error {
 	d.loadMu.Lock()
 	defer d.loadMu.Unlock()
-	return d.loadLocked(dir)
+	return d.loadLocked(dir, useInt8)
 }
 
 // loadLocked is [Daemon.load] with loadMu held.
-func (d *Daemon) loadLocked(dir string) error {
+func (d *Daemon) loadLocked(dir string, useInt8 bool) error {
 	d.setProgress(&api.LoadProgress{Model: dir, Phase: api.StateLoading}, api.StateLoading)
 	var eng Engine
 	var info api.ModelStatus
 	err := safely("the loader", func() (err error) {
-		eng, info, err = d.opts.Load(d.ctx, dir, d.progressFunc())
+		eng, info, err = d.opts.Load(d.ctx, dir, useInt8, d.progressFunc())
 		return err
 	})
 	if err == nil && d.ctx.Err() != nil {
@@ -57,6 +59,7 @@ func (d *Daemon) loadLocked(dir string) error {
 	old := d.cur
 	d.cur = &loaded{eng: eng, info: info, src: dir}
 	d.state, d.loadErr, d.progress = api.StateReady, "", nil
+	d.int8 = useInt8
 	d.changedLocked()
 	closeOld := old != nil && old.refs == 0
 	if old != nil {
@@ -70,7 +73,7 @@ func (d *Daemon) loadLocked(dir string) error {
 		}
 	}
 	d.report(api.LoadProgress{Model: dir, Phase: api.StateReady})
-	d.opts.Logger.Info("model ready", "name", info.Name, "path", info.Path, "backend", info.Backend)
+	d.opts.Logger.Info("model ready", "name", info.Name, "path", info.Path, "backend", info.Backend, "int8", info.Int8Summary())
 	return nil
 }
 
@@ -163,26 +166,11 @@ func (d *Daemon) release(m *loaded) {
 	}
 }
 
-// warmUpRequests are common request shapes run after a load so the first
-// real requests do not pay for first-use costs: a lone yes/no question, a
-// score, a choice, and several questions on one piece of evidence.
-var warmUpRequests = []string{
-	`{"evidence":{"name":"Ada","age":36,"city":"London"},"questions":{"q":{"type":"noul","instructions":"Does Ada live in London?"}}}`,
-	`{"evidence":{"page":"Row 0: item 0, qty 3. Row 1: item 1, qty 0."},"questions":{"q":{"type":"score","instructions":"How much is on the page?","criteria":["empty","some","full"]}}}`,
-	`{"evidence":{"items":[{"name":"lamp","qty":2},{"name":"desk","qty":0}]},"questions":{"q":{"type":"choice","instructions":"Which item is out of stock?","criteria":{"lamp":"lamp","desk":"desk","chair":"chair","none":"none"}}}}`,
-	`{"evidence":{"store":"north","items":[{"name":"tape","qty":10},{"name":"fig","qty":9}]},"questions":{"a":{"type":"noul","instructions":"Is tape in stock?"},"b":{"type":"score","instructions":"How full is the store?","criteria":["empty","some","full"]},"c":{"type":"choice","instructions":"Which item has more?","criteria":{"tape":"tape","fig":"fig"}}}}`,
-}
-
-// warmUp runs the warm-up requests one at a time and then all together.
+// warmUp runs the warm-up requests (decide.WarmUpRequests: common request
+// shapes, so that the first real requests do not pay for first-use costs)
+// one at a time and then all together.
 func warmUp(ctx context.Context, eng Engine) error {
-	var reqs []*decide.Request
-	for i, js := range warmUpRequests {
-		r, err := decide.ParseJSON([]byte(js))
-		if err != nil {
-			return fmt.Errorf("warm-up request %d: %w", i, err)
-		}
-		reqs = append(reqs, r)
-	}
+	reqs := decide.WarmUpRequests()
 	// A model may refuse a shape (rows too long for it): that is no reason
 	// to refuse the model. Any other failure is.
 	failed := func(err error) bool { return err != nil && !decide.IsBadRequest(err) }

@@ -132,10 +132,11 @@ func (d *Daemon) serveLoad(ctx context.Context, params msgpack.RawMessage) (any,
 		Model *string `json:"model"`
 		Pull  string  `json:"pull"`
 		Name  string  `json:"name"`
+		Int8  *bool   `json:"int8"`
 	}
 	if len(params) > 0 {
 		if err := ipc.Unmarshal(params, &p); err != nil {
-			return nil, api.Errorf(api.CodeInvalidParams, "load: params must be {model: string} or {pull: string, name: string}: %v", err)
+			return nil, api.Errorf(api.CodeInvalidParams, "load: params must be {model: string, int8: bool} or {pull: string, name: string, int8: bool}: %v", err)
 		}
 	}
 	switch {
@@ -143,12 +144,17 @@ func (d *Daemon) serveLoad(ctx context.Context, params msgpack.RawMessage) (any,
 		return nil, api.Errorf(api.CodeInvalidParams, "load: model and pull exclude each other: give the model to load, or the repository to pull")
 	case p.Pull == "" && p.Name != "":
 		return nil, api.Errorf(api.CodeInvalidParams, "load: name is only for pull (the name a pulled model gets)")
-	case p.Pull != "":
+	}
+	useInt8 := d.Int8()
+	if p.Int8 != nil {
+		useInt8 = *p.Int8
+	}
+	if p.Pull != "" {
 		ref, dest, err := d.pullTarget(api.LoadParams{Pull: p.Pull, Name: p.Name})
 		if err != nil {
 			return nil, err
 		}
-		if err := d.Pull(ctx, ref, dest); err != nil {
+		if err := d.Pull(ctx, ref, dest, useInt8); err != nil {
 			return nil, err
 		}
 		return d.Status(), nil
@@ -164,19 +170,28 @@ func (d *Daemon) serveLoad(ctx context.Context, params msgpack.RawMessage) (any,
 	if err != nil {
 		return nil, api.Errorf(api.CodeInvalidParams, "load: %v", err)
 	}
-	if err := d.Switch(ctx, dir); err != nil {
+	if err := d.Switch(ctx, dir, useInt8); err != nil {
 		return nil, err
 	}
 	return d.Status(), nil
 }
 
-// Switch loads the checkpoint in dir ("" for the embedded demo) and puts it
-// in service once warmed up; requests keep being answered by the current
-// model meanwhile, and those running on it when the switch happens finish on
-// it. The load goes on if ctx ends first.
-func (d *Daemon) Switch(ctx context.Context, dir string) error {
+// Int8 reports the int8 setting of the model in service (Options.Int8
+// until one is): what a load that does not say uses.
+func (d *Daemon) Int8() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.int8
+}
+
+// Switch loads the checkpoint in dir ("" for the embedded demo), with int8
+// projections when useInt8 is set, and puts it in service once warmed up;
+// requests keep being answered by the current model meanwhile, and those
+// running on it when the switch happens finish on it. The load goes on if
+// ctx ends first.
+func (d *Daemon) Switch(ctx context.Context, dir string, useInt8 bool) error {
 	done := make(chan error, 1)
-	go func() { done <- d.load(dir) }()
+	go func() { done <- d.load(dir, useInt8) }()
 	select {
 	case err := <-done:
 		return err

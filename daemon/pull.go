@@ -35,10 +35,11 @@ func (d *Daemon) pullTarget(p api.LoadParams) (hub.Ref, string, error) {
 }
 
 // Pull downloads ref into dest (a directory in the models folder) and then
-// loads it as [Daemon.Switch] does; status reports the download meanwhile.
+// loads it as [Daemon.Switch] does (with int8 projections when useInt8 is
+// set); status reports the download meanwhile.
 // A model already in dest that was pulled from the same commit is loaded as
 // it is. The pull and the load go on if ctx ends first.
-func (d *Daemon) Pull(ctx context.Context, ref hub.Ref, dest string) error {
+func (d *Daemon) Pull(ctx context.Context, ref hub.Ref, dest string, useInt8 bool) error {
 	done := make(chan error, 1)
 	go func() {
 		d.loadMu.Lock()
@@ -47,7 +48,7 @@ func (d *Daemon) Pull(ctx context.Context, ref hub.Ref, dest string) error {
 			done <- err
 			return
 		}
-		done <- d.loadLocked(dest)
+		done <- d.loadLocked(dest, useInt8)
 	}()
 	select {
 	case err := <-done:

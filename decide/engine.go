@@ -44,6 +44,14 @@ type Options struct {
 	// evidence) from the first token, using and keeping no snapshots. It is
 	// slower and gives the same probabilities; jevfmt/1 engines ignore it.
 	RowForm bool
+	// Int8 runs the model's large projections as int8 products (see
+	// model.Int8Options), with SmoothQuant (α = 0.5) on down_proj's input,
+	// calibrated on the rows of WarmUpRequests; a backend without int8
+	// products refuses the open.
+	Int8 bool
+
+	// int8Tune, when set (by tests), adjusts the model's int8 options.
+	int8Tune func(*model.Int8Options)
 }
 
 // Info describes an open engine.
@@ -54,6 +62,12 @@ type Info struct {
 	Backend        string `json:"backend"`         // the compute backend's name
 	MaxPositions   int    `json:"max_positions"`   // the longest row the model takes (0: no limit)
 	PreambleTokens int    `json:"preamble_tokens"` // positions every row shares, run once at open
+	// Int8 names the backend's int8 kernel when the large projections run
+	// as int8 products (Options.Int8), "" when they are float.
+	Int8 string `json:"int8,omitempty"`
+	// WeightBytes is the bytes of the model's weights as held (int8
+	// projections count their int8 bytes and scales).
+	WeightBytes int64 `json:"weight_bytes"`
 	// Derived is true when the checkpoint has no decision_config.json and
 	// runs with the config [DeriveConfig] made: zero-shot, its
 	// probabilities not calibrated.
@@ -189,7 +203,8 @@ func open(src ckptSource, info Info, opts Options) (*Engine, error) {
 	if err := cfg.checkLetters(tok, tok.VocabSize()); err != nil {
 		return nil, err
 	}
-	m, err := src.load(".", model.LoadOptions{Progress: opts.Progress})
+	rows := func() [][]int32 { return cfg.warmUpRows(tok) }
+	m, err := src.load(".", model.LoadOptions{Progress: opts.Progress, Int8: opts.int8Options(rows)})
 	if err != nil {
 		return nil, err
 	}
@@ -215,6 +230,7 @@ func newEngine(cfg *Config, tok Encoder, m *model.Model, info Info, opts Options
 	e.setLimits(opts)
 	info.Format = cfg.Format
 	info.Backend = m.Backend().Name()
+	info.Int8, info.WeightBytes = m.Int8(), m.WeightBytes()
 	info.MaxPositions = m.Config.MaxPositions
 	pre := e.computePreamble()
 	e.preamble = &snapshot{refs: 1}

@@ -131,7 +131,8 @@ func openPointer(src ckptSource, cfgData []byte, info Info, opts Options) (_ *En
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", tokFile, err)
 	}
-	lo := model.LoadOptions{Progress: opts.Progress}
+	rows := func() [][]int32 { return cfg.warmUpRows(tok) }
+	lo := model.LoadOptions{Progress: opts.Progress, Int8: opts.int8Options(rows)}
 	if cfg.Adapter != "" {
 		ad, err := src.adapter(cfg.Adapter)
 		if err != nil {
@@ -172,6 +173,7 @@ func openPointer(src ckptSource, cfgData []byte, info Info, opts Options) (_ *En
 	}
 	info.Format = PointerFormat
 	info.Backend = m.Backend().Name()
+	info.Int8, info.WeightBytes = m.Int8(), m.WeightBytes()
 	info.MaxPositions = m.Config.MaxPositions
 	info.PreambleTokens = len(pre)
 	e.info = info

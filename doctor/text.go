@@ -36,7 +36,11 @@ func (r Report) WriteText(w io.Writer) error {
 	line("  library", m.Library, "%s", okText(m.Library, "the kernels compile"))
 	line("  emulator", m.Emulator, "%s", okText(m.Emulator, "the kernels build under clang-19"))
 	line("blas", r.BLAS.Check, "%s, sgemm %s: %.1f GFLOP/s", r.BLAS.Library, r.BLAS.Shape, r.BLAS.GFLOPS)
-	line("int8", r.Int8.Check, "%s", r.Int8.Kernel)
+	if r.Int8.Kernel != "" {
+		line("int8", r.Int8.Check, "%s on backend %s", r.Int8.Kernel, r.Int8.Backend)
+	} else {
+		line("int8", r.Int8.Check, "")
+	}
 	so := r.Socket
 	dir := "directory not made yet"
 	if so.DirExists {

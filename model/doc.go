@@ -27,4 +27,8 @@
 // Prefill turns a prefix into a reusable State (attention K/V, DeltaNet conv
 // and recurrent state), and can resume from one; its last layer runs only
 // what makes the state.
+//
+// With LoadOptions.Int8 the large projections become int8 weights at load
+// (int8.go), optionally smoothed first from calibration rows run in float
+// (smooth.go, SmoothQuant), and the backend runs them as int8 products.
 package model

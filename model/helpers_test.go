@@ -50,14 +50,6 @@ func inVocab(ids []int32, vocab int) []int32 {
 	return out
 }
 
-func seq(n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = i
-	}
-	return out
-}
-
 // hidden runs ids (after prefix) as one row and returns every position's
 // final normed hidden state.
 func hidden(t testing.TB, m *Model, prefix *State, ids []int32) []float32 {

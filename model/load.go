@@ -1,6 +1,7 @@
 package model
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -27,6 +28,12 @@ type LoadOptions struct {
 	// LoRAScale multiplies the adapter's update (below 1 interpolates
 	// towards the base); 0 means 1.
 	LoRAScale float64
+	// Int8, if set, converts the large projections to int8 weights once
+	// they are bound (and the adapter merged), so that the backend runs
+	// them as int8 products; see Int8Options. A backend without int8
+	// products (tensor.Int8Backend absent, or its error) refuses the load.
+	// Progress then also counts the projections' bytes as they convert.
+	Int8 *Int8Options
 }
 
 // Model is a loaded Qwen3.5 dense checkpoint bound to a backend. Its methods
@@ -43,6 +50,7 @@ type Model struct {
 	layers                 []layer
 	normShift              float32 // 1 for zero-centred norms as stored by HF, 0 when pre-shifted (MLX)
 	lora                   int     // LoRA pairs merged at load
+	int8                   string  // the int8 kernel when the projections are int8, else ""
 
 	mu sync.Mutex // serialises forward passes; guards the fields below
 	// layerHook, when set (by tests), sees the residual stream after each
@@ -129,6 +137,12 @@ func load(src source, name string, be tensor.Backend, opts LoadOptions) (_ *Mode
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", name, err)
 	}
+	var kernel string
+	if opts.Int8 != nil {
+		if kernel, err = Int8Kernel(be); err != nil {
+			return nil, fmt.Errorf("load %s: %w", name, err)
+		}
+	}
 	m := &Model{Config: cfg, name: name, be: be}
 	defer func() {
 		if err != nil {
@@ -147,6 +161,9 @@ func load(src source, name string, be tensor.Backend, opts LoadOptions) (_ *Mode
 		return nil, fmt.Errorf("load %s: %w", name, err)
 	}
 	r.progress = opts.Progress
+	if opts.Int8 != nil {
+		r.total += r.projectionBytes(&cfg)
+	}
 	if opts.Adapter != nil {
 		scale := opts.LoRAScale
 		if scale == 0 {
@@ -163,6 +180,11 @@ func load(src source, name string, be tensor.Backend, opts LoadOptions) (_ *Mode
 		return nil, fmt.Errorf("load %s: %w", name, err)
 	}
 	m.lora = r.merged
+	if opts.Int8 != nil {
+		if err := m.toInt8(context.Background(), kernel, opts.Int8, r.merged > 0, r.advance); err != nil {
+			return nil, fmt.Errorf("load %s: %w", name, err)
+		}
+	}
 	if r.progress != nil {
 		r.progress(r.total, r.total)
 	}

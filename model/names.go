@@ -153,8 +153,11 @@ func (r *resolver) hasHead() bool {
 	return ok
 }
 
-func (r *resolver) tick(s stored) {
-	r.done += int64(len(s.info.Data))
+func (r *resolver) tick(s stored) { r.advance(int64(len(s.info.Data))) }
+
+// advance counts n more bytes of the load done.
+func (r *resolver) advance(n int64) {
+	r.done += n
 	if r.progress != nil {
 		r.progress(r.done, r.total)
 	}

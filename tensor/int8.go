@@ -135,8 +135,18 @@ func Int8Output(acc int32, rowScale, chanScale float32) float32 {
 //
 // A model converts each large projection with it at load and hands the
 // result to the backend's MatMul in place of the float weight.
-func QuantizeInt8(w *Weight) (*Weight, error) {
+func QuantizeInt8(w *Weight) (*Weight, error) { return QuantizeInt8Cols(w, nil) }
+
+// QuantizeInt8Cols is QuantizeInt8 of w with column i multiplied by
+// cols[i] (a float32 multiply of each widened element, before the row is
+// quantised): the weight W·diag(cols) that SmoothQuant multiplies by. A nil
+// cols is QuantizeInt8; otherwise it needs len(cols) = in-features, every
+// factor finite, and w not already int8.
+func QuantizeInt8Cols(w *Weight, cols []float32) (*Weight, error) {
 	if w.DType == I8 {
+		if cols != nil {
+			return nil, fmt.Errorf("int8: %s: column factors on a weight that is int8 already", w.Name)
+		}
 		return w, w.Validate()
 	}
 	if err := w.Validate(); err != nil {
@@ -148,6 +158,14 @@ func QuantizeInt8(w *Weight) (*Weight, error) {
 	o, n := w.Shape[0], w.Shape[1]
 	if n > MaxInt8Cols {
 		return nil, fmt.Errorf("int8: %s: %d in-features, at most %d", w.Name, n, MaxInt8Cols)
+	}
+	if cols != nil {
+		if len(cols) != n {
+			return nil, fmt.Errorf("int8: %s: %d column factors for %d in-features", w.Name, len(cols), n)
+		}
+		if _, ok := AbsMax(cols); !ok {
+			return nil, fmt.Errorf("int8: %s: a column factor is a NaN or an infinity", w.Name)
+		}
 	}
 	data := make([]byte, o*n)
 	q := &Int8{Scales: make([]float32, o), Sums: make([]int32, o)}
@@ -165,6 +183,11 @@ func QuantizeInt8(w *Weight) (*Weight, error) {
 			row := make([]float32, n)
 			for r := p * step; r < min(o, (p+1)*step); r++ {
 				w.Row(r, row)
+				if cols != nil {
+					for i, f := range cols {
+						row[i] *= f
+					}
+				}
 				dst := int8View(data[r*n : (r+1)*n])
 				s, ok := QuantizeInt8Vec(dst, row)
 				if !ok {

@@ -4,6 +4,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -228,6 +229,55 @@ func TestQuantizeInt8Errors(t *testing.T) {
 	for _, tc := range tests {
 		_, err := QuantizeInt8(tc.w)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestQuantizeInt8Cols holds the column-scaled conversion to QuantizeInt8
+// of the matrix scaled beforehand (the same float32 products, so the same
+// bytes and scales), from bf16 and MLX-quantised weights, and checks its
+// refusals.
+func TestQuantizeInt8Cols(t *testing.T) {
+	rng := newRNG(t)
+	o, n := 7, 64
+	cols := randVec32(rng, n, 1)
+	for i := range cols {
+		cols[i] = float32(math.Exp(float64(3 * cols[i]))) // factors over e^±3
+	}
+	for _, w := range []*Weight{FromFloat32("bf16", BF16, []int{o, n}, randVec32(rng, o*n, 0.05)), mlxWeight(rng, o, n, 4, 32)} {
+		got, err := QuantizeInt8Cols(w, cols)
+		if err != nil {
+			t.Fatalf("%s: %v", w.Name, err)
+		}
+		scaled := w.Float32s()
+		for i := range scaled {
+			scaled[i] *= cols[i%n]
+		}
+		want, err := QuantizeInt8(FromFloat32(w.Name, F32, []int{o, n}, scaled))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got.Data) != string(want.Data) || !slices.Equal(got.Int8.Scales, want.Int8.Scales) || !slices.Equal(got.Int8.Sums, want.Int8.Sums) {
+			t.Errorf("%s: column-scaled conversion differs from converting the scaled matrix", w.Name)
+		}
+		if plain, err := QuantizeInt8Cols(w, nil); err != nil || string(plain.Data) == string(got.Data) {
+			t.Errorf("%s: nil factors: %v, or the same bytes as with factors", w.Name, err)
+		}
+	}
+	w := FromFloat32("w", F32, []int{2, 3}, []float32{1, 2, 3, 4, 5, 6})
+	q, _ := QuantizeInt8(w)
+	for _, tc := range []struct {
+		name string
+		w    *Weight
+		cols []float32
+		want string
+	}{
+		{"count", w, []float32{1, 2}, "w: 2 column factors for 3 in-features"},
+		{"inf", w, []float32{1, float32(math.Inf(1)), 1}, "w: a column factor is a NaN or an infinity"},
+		{"int8", q, []float32{1, 1, 1}, "w: column factors on a weight that is int8 already"},
+	} {
+		if _, err := QuantizeInt8Cols(tc.w, tc.cols); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v, want one containing %q", tc.name, err, tc.want)
 		}
 	}

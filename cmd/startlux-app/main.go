@@ -1,6 +1,7 @@
 // Command startlux-app is StartLux's menu-bar app (Contents/MacOS/StartLux in
 // the bundle): it makes sure the daemon runs, shows what it is doing, and
-// lets the user switch models, restart the daemon and start at login. On
+// lets the user switch models, turn int8 on or off (kept in its settings
+// file), restart the daemon and start at login. On
 // Linux it shows the same menu in the system tray (StatusNotifierItem).
 //
 //	startlux-app [--socket PATH] [--print | --login-status]
@@ -72,12 +73,16 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	settings, err := app.SettingsFile()
+	if err != nil {
+		return err
+	}
 	d := app.NewIPCDaemon(*socket)
 	defer d.Close()
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	ctrl := app.New(d, sys, app.Options{ModelsDir: models, OnQuit: cancel})
+	ctrl := app.New(d, sys, app.Options{ModelsDir: models, SettingsFile: settings, OnQuit: cancel})
 	if *printMenu {
 		fmt.Print(ctrl.Poll(ctx).Text())
 		return nil

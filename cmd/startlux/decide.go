@@ -23,6 +23,7 @@ type decideFlags struct {
 	local   bool   // run the embedded demo model in-process
 	socket  string // the daemon's socket (default path when "")
 	backend string // compute backend of the in-process paths
+	int8    bool   // int8 projections on the in-process paths
 }
 
 func newDecideFlagSet(f *decideFlags, stderr io.Writer) *flag.FlagSet {
@@ -37,6 +38,7 @@ func newDecideFlagSet(f *decideFlags, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.local, "local", false, "run the embedded demo model in-process (no daemon)")
 	fs.StringVar(&f.socket, "socket", "", "ask the daemon on the socket at `PATH` (default: the default socket)")
 	fs.StringVar(&f.backend, "backend", "auto", "compute backend of --model/--local: auto, cpu, cpu-go or metal")
+	fs.BoolVar(&f.int8, "int8", false, "with --model/--local: run the large projections as int8 products (refused by a backend without them)")
 	return fs
 }
 
@@ -59,6 +61,9 @@ func runDecide(ctx context.Context, env *cmdEnv, args []string) error {
 	if f.model != "" || f.local {
 		return decideInProcess(ctx, env, &f, body)
 	}
+	if f.int8 {
+		return errors.New("decide: --int8 runs the model in-process: it needs --model or --local (a daemon's setting is its own: startlux use --int8)")
+	}
 	return decideViaDaemon(ctx, env, f.socket, body)
 }
 
@@ -79,10 +84,11 @@ func openDecideEngine(f *decideFlags) (*decide.Engine, error) {
 			return nil, err
 		}
 	}
+	opts := decide.Options{Int8: f.int8}
 	if dir == "" {
-		return decide.OpenFS(startlux.DemoModel(), daemon.DemoPath, be, decide.Options{})
+		return decide.OpenFS(startlux.DemoModel(), daemon.DemoPath, be, opts)
 	}
-	return decide.Open(dir, be, decide.Options{})
+	return decide.Open(dir, be, opts)
 }
 
 // decideInProcess answers the request (or array of requests) in body with

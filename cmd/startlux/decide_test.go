@@ -21,23 +21,9 @@ func TestDecideInProcess(t *testing.T) {
 	}
 	c := cases[len(cases)-2] // the 32-option wide choice
 	for _, args := range [][]string{{"decide", "--local"}, {"decide", "--model", filepath.Join("..", "..", "testdata", "demo-decision")}} {
-		var out, errOut bytes.Buffer
-		env := &cmdEnv{stdin: bytes.NewReader(c.Request), stdout: &out, stderr: &errOut}
-		if err := run(context.Background(), env, args); err != nil {
-			t.Fatalf("%v: %v (%s)", args, err, errOut.String())
-		}
-		var resp struct {
-			Answers map[string]struct {
-				Probs []float64 `json:"probs"`
-			} `json:"answers"`
-			Tokens       int `json:"tokens"`
-			CachedTokens int `json:"cached_tokens"`
-		}
-		if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
-			t.Fatalf("%v: %v in %s", args, err, out.String())
-		}
+		resp := decideOut(t, c.Request, args...)
 		if len(resp.Answers) != len(c.Answers) || resp.Tokens <= 0 || resp.CachedTokens <= 0 {
-			t.Fatalf("%v: response %s", args, out.String())
+			t.Fatalf("%v: response %+v", args, resp)
 		}
 		for name, ga := range c.Answers {
 			for i, p := range ga.Probs {
@@ -47,6 +33,59 @@ func TestDecideInProcess(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestDecideInt8 runs "startlux decide --local --int8" and --model --int8
+// on a golden request: the probabilities are within the int8 gate's 0.03
+// of the references, and not all equal to them (the int8 path ran); --int8
+// without an in-process model is refused.
+func TestDecideInt8(t *testing.T) {
+	cases, err := goldens.DecideDemo(filepath.Join("..", "..", "testdata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cases[0]
+	for _, args := range [][]string{{"decide", "--local", "--int8"}, {"decide", "--int8", "--model", filepath.Join("..", "..", "testdata", "demo-decision")}} {
+		resp := decideOut(t, c.Request, args...)
+		worst := 0.0
+		for name, ga := range c.Answers {
+			for i, p := range ga.Probs {
+				worst = math.Max(worst, math.Abs(resp.Answers[name].Probs[i]-p))
+			}
+		}
+		if worst > 0.03 || worst == 0 {
+			t.Errorf("%v: probabilities %.3g from the float references, want within 0.03 and not exactly them", args, worst)
+		}
+	}
+	var errOut bytes.Buffer
+	env := &cmdEnv{stdin: bytes.NewReader(c.Request), stdout: &bytes.Buffer{}, stderr: &errOut}
+	if err := run(context.Background(), env, []string{"decide", "--int8", "--socket", "/nonexistent.sock"}); err == nil || !strings.Contains(err.Error(), "needs --model or --local") {
+		t.Errorf("decide --int8 through the daemon: %v", err)
+	}
+}
+
+// decideResponse is what "startlux decide" prints, as far as the tests read it.
+type decideResponse struct {
+	Answers map[string]struct {
+		Probs []float64 `json:"probs"`
+	} `json:"answers"`
+	Tokens       int `json:"tokens"`
+	CachedTokens int `json:"cached_tokens"`
+}
+
+// decideOut runs a decide command on request and decodes what it printed.
+func decideOut(t *testing.T, request []byte, args ...string) decideResponse {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	env := &cmdEnv{stdin: bytes.NewReader(request), stdout: &out, stderr: &errOut}
+	if err := run(context.Background(), env, args); err != nil {
+		t.Fatalf("%v: %v (%s)", args, err, errOut.String())
+	}
+	var resp decideResponse
+	if err := json.Unmarshal(out.Bytes(), &resp); err != nil {
+		t.Fatalf("%v: %v in %s", args, err, out.String())
+	}
+	return resp
 }
 
 func TestDecideBadInput(t *testing.T) {

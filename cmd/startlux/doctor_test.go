@@ -23,7 +23,7 @@ var doctorFields = map[string][]string{
 	"backend":    {"auto", "why"},
 	"metal":      {"device", "gpu_families", "recommended_max_working_set_size", "max_buffer_length", "library", "emulator"},
 	"blas":       {"library", "sgemm_shape", "sgemm_gflops"},
-	"int8":       {"kernel"},
+	"int8":       {"kernel", "backend"},
 	"socket":     {"path", "dir", "kind", "dir_exists", "dir_owner_uid", "socket_exists"},
 	"daemon":     {"answers", "daemon_status"},
 	"login_item": {"source", "items"},
@@ -88,7 +88,7 @@ func TestDoctor(t *testing.T) {
 	if s := r["system"]; s["os"] != runtime.GOOS || s["arch"] != runtime.GOARCH {
 		t.Errorf("system: %v", s)
 	}
-	if r["int8"]["reason"] != "not available in this build" {
+	if r["int8"]["status"] != "ok" || r["int8"]["kernel"] == "" || r["int8"]["backend"] == "" {
 		t.Errorf("int8: %v", r["int8"])
 	}
 	if m := r["models"]; m["dir"] != filepath.Join(home, "data", "startlux", "models") {

@@ -30,6 +30,7 @@ func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 	socket := fs.String("socket", "", "socket `PATH` (default: "+ipc.DefaultSocketPath()+")")
 	cacheLimit := fs.Int64("cache-limit", 0, "`BYTES` of prefix snapshots kept (0: the engine's default, -1: none)")
 	maxBatch := fs.Int("max-batch", 0, "most requests answered in one engine call (0: 64); 1 turns batching across clients off")
+	useInt8 := fs.Bool("int8", false, "run the large projections as int8 products (the load method's \"int8\" changes it); refused by a backend without them")
 	passTokens := fs.Int("pass-tokens", 0, "longest forward pass of a large request in `TOKENS` (0: 256); passes of concurrent requests take turns")
 	inFlight := fs.Int64("max-tokens-in-flight", 0, "`TOKENS` of the decisions queued and running beyond which requests get overloaded (0: 4194304)")
 	backend := backendFlag(fs)
@@ -64,6 +65,7 @@ func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 			MaxBatch:          *maxBatch,
 			MaxTokensInFlight: *inFlight,
 			PassTokens:        *passTokens,
+			Int8:              *useInt8,
 			Progress:          pr.show,
 			Logger:            logger,
 		},

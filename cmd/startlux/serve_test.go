@@ -88,9 +88,10 @@ func TestServeAndClients(t *testing.T) {
 	var st struct {
 		State string `json:"state"`
 		Model struct {
-			Name    string `json:"name"`
-			Backend string `json:"backend"`
-			Int8    bool   `json:"int8"`
+			Name       string  `json:"name"`
+			Backend    string  `json:"backend"`
+			Int8       *bool   `json:"int8"` // present and false: serve ran without --int8
+			Int8Kernel *string `json:"int8_kernel"`
 		} `json:"model"`
 	}
 	for deadline := time.Now().Add(30 * time.Second); st.State != "ready"; time.Sleep(20 * time.Millisecond) {
@@ -105,8 +106,8 @@ func TestServeAndClients(t *testing.T) {
 			t.Fatalf("status: %s", out)
 		}
 	}
-	if st.Model.Backend == "" || st.Model.Int8 {
-		t.Errorf("status model %+v", st.Model)
+	if st.Model.Backend == "" || st.Model.Int8 == nil || *st.Model.Int8 || st.Model.Int8Kernel != nil {
+		t.Errorf("status model %+v, want \"int8\": false and no int8_kernel", st.Model)
 	}
 	if out, err := runCmd(t, nil, "status", "--socket", sock); err != nil || !strings.Contains(out, "state:     ready") {
 		t.Errorf("status: %q %v", out, err)
@@ -287,6 +288,65 @@ func TestBenchServeRuns(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+}
+
+// TestServeInt8 runs "startlux serve --int8": status --json shows int8 on
+// with the CPU backend's kernel and the model's weight bytes, status says
+// "int8: on (kernel)", and "use --int8=false" reloads the model in float,
+// which then holds more weight bytes and answers exactly as the goldens.
+func TestServeInt8(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_DATA_HOME", filepath.Join(home, "data"))
+	sock, _ := startServe(t, "--int8", "--backend", "cpu")
+	type modelStatus struct {
+		Int8        bool   `json:"int8"`
+		Int8Kernel  string `json:"int8_kernel"`
+		WeightBytes int64  `json:"weight_bytes"`
+	}
+	var st struct {
+		State string      `json:"state"`
+		Model modelStatus `json:"model"`
+	}
+	for deadline := time.Now().Add(30 * time.Second); st.State != "ready"; time.Sleep(20 * time.Millisecond) {
+		out, err := runCmd(t, nil, "status", "--json", "--socket", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.State = ""
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("status --json printed %q: %v", out, err)
+		}
+		if st.State == "failed" || time.Now().After(deadline) {
+			t.Fatalf("status: %s", out)
+		}
+	}
+	if !st.Model.Int8 || st.Model.Int8Kernel == "" || st.Model.WeightBytes <= 0 {
+		t.Fatalf("status --json of serve --int8: model %+v", st.Model)
+	}
+	if out, err := runCmd(t, nil, "status", "--socket", sock); err != nil || !strings.Contains(out, "int8:      on ("+st.Model.Int8Kernel+")") {
+		t.Errorf("status: %q %v", out, err)
+	}
+	out, err := runCmd(t, nil, "use", "--socket", sock, "--int8=false", "demo")
+	if err != nil || !strings.Contains(out, "int8 off") {
+		t.Fatalf("use --int8=false: %q %v", out, err)
+	}
+	raw, err := runCmd(t, nil, "status", "--json", "--socket", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var after struct {
+		Model modelStatus `json:"model"`
+	}
+	if err := json.Unmarshal([]byte(raw), &after); err != nil || after.Model.Int8 || after.Model.WeightBytes <= st.Model.WeightBytes {
+		t.Errorf("after use --int8=false: %s (int8 weights were %d bytes)", raw, st.Model.WeightBytes)
+	}
+	c := goldenCases(t)[0]
+	out, err = runCmd(t, c.Request, "decide", "--socket", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkPrinted(t, out, c.Answers)
 }
 
 // TestUnsafeSocketDirs checks that the commands refuse a socket whose

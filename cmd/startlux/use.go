@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -18,9 +19,16 @@ func runUse(ctx context.Context, env *cmdEnv, args []string) error {
 		"Switches the daemon to a checkpoint: a name in the models folder (\"startlux models\"),\n"+
 		"\"demo\" for the embedded model, or a checkpoint directory.", env.stderr)
 	socket := socketFlag(fs)
+	useInt8 := fs.Bool("int8", false, "--int8 or --int8=false: load it with int8 (or float) projections, and keep that for later loads\n(default: the daemon's current setting)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	params := api.LoadParams{}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "int8" {
+			params.Int8 = useInt8
+		}
+	})
 	if fs.NArg() != 1 {
 		fs.Usage()
 		return fmt.Errorf("use: want exactly one model, got %d arguments", fs.NArg())
@@ -67,7 +75,8 @@ func runUse(ctx context.Context, env *cmdEnv, args []string) error {
 		close(watched)
 	}
 	var st api.Status
-	err = c.Call(ctx, api.MethodLoad, api.LoadParams{Model: model}, &st)
+	params.Model = model
+	err = c.Call(ctx, api.MethodLoad, params, &st)
 	close(stop)
 	<-watched
 	if isTerminal(env.stderr) {
@@ -76,6 +85,6 @@ func runUse(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("use %s: %w", model, err)
 	}
-	fmt.Fprintf(env.stdout, "now serving %s (%s) on %s\n", st.Model.Name, st.Model.Path, st.Model.Backend)
+	fmt.Fprintf(env.stdout, "now serving %s (%s) on %s, int8 %s\n", st.Model.Name, st.Model.Path, st.Model.Backend, st.Model.Int8Summary())
 	return nil
 }

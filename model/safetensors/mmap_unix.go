@@ -4,6 +4,7 @@ package safetensors
 
 import (
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,4 +26,18 @@ func mapFile(f *os.File, size int64) ([]byte, func() error, error) {
 		return nil, nil, err
 	}
 	return b, func() error { return unix.Munmap(b) }, nil
+}
+
+// release tells the system that the pages wholly inside b, a part of a
+// mapping, are not needed now: they leave the process's resident set and
+// are read back from the file if touched again.
+func release(b []byte) error {
+	page := uintptr(unix.Getpagesize())
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	lo := (start + page - 1) &^ (page - 1)
+	hi := (start + uintptr(len(b))) &^ (page - 1)
+	if hi <= lo {
+		return nil
+	}
+	return unix.Madvise(b[lo-start:hi-start], unix.MADV_DONTNEED)
 }

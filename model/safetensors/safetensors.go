@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"unsafe"
 
 	"github.com/startlux/startlux/tensor"
 )
@@ -164,6 +165,32 @@ func (f *File) Bytes() []byte { return f.data }
 // Unix), which stays mapped until Close; it is false for bytes given to
 // Parse and where files are read instead.
 func (f *File) Mapped() bool { return f.mapped }
+
+// Release tells the system that b, the bytes of tensors taken from this
+// file that nothing will read again (a weight converted to another form),
+// need not stay in memory: where the file is mapped, the pages wholly
+// inside b leave the process's resident set (the file's bytes stay mapped
+// and are read back if touched). It does nothing for bytes that are not
+// part of the mapping, or where the file is not mapped.
+func (f *File) Release(b []byte) error {
+	if !f.mapped || len(b) == 0 || !f.holds(b) {
+		return nil
+	}
+	if err := release(b); err != nil {
+		return fmt.Errorf("%s: release %d bytes: %w", f.Name, len(b), err)
+	}
+	return nil
+}
+
+// holds reports whether b lies inside the file's bytes.
+func (f *File) holds(b []byte) bool {
+	if len(f.data) == 0 || len(b) == 0 {
+		return false
+	}
+	lo := uintptr(unsafe.Pointer(unsafe.SliceData(f.data)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return p >= lo && p+uintptr(len(b)) <= lo+uintptr(len(f.data))
+}
 
 // Size returns the size of the file in bytes.
 func (f *File) Size() int64 { return int64(len(f.data)) }

@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -139,4 +141,83 @@ func TestMapped(t *testing.T) {
 	if p.Mapped() {
 		t.Error("Parse: Mapped() = true for bytes read into memory")
 	}
+}
+
+// TestRelease checks on Linux, through the mapping's resident size in
+// /proc/self/smaps, that Release drops a tensor's pages from the resident
+// set, that the bytes read the same afterwards, and that bytes outside the
+// mapping are left alone.
+func TestRelease(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the resident size of one mapping is read from /proc/self/smaps")
+	}
+	const n = 8 << 20 // float32 elements: 32 MiB
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(i % 1000)
+	}
+	path := filepath.Join(t.TempDir(), "big.safetensors")
+	if err := WriteFile(path, []Entry{F32("small", []int{3}, []float32{1, 2, 3}), F32("big", []int{n}, v)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	big := f.Tensor("big").Data
+	sum := func() (s uint64) {
+		for _, b := range big {
+			s += uint64(b)
+		}
+		return s
+	}
+	before := sum()
+	start := uintptr(unsafe.Pointer(&f.Bytes()[0]))
+	if rss := mappingRSS(t, start); rss < 30<<20 {
+		t.Fatalf("after reading the tensor the mapping has %d resident bytes, want ≥ 30 MiB", rss)
+	}
+	if err := f.Release(make([]byte, 1<<20)); err != nil { // not part of the file: ignored
+		t.Fatal(err)
+	}
+	if err := f.Release(big); err != nil {
+		t.Fatal(err)
+	}
+	if rss := mappingRSS(t, start); rss > 1<<20 {
+		t.Errorf("after Release the mapping has %d resident bytes, want at most the pages the tensor shares", rss)
+	}
+	if after := sum(); after != before || f.Tensor("small").Weight().Float32s()[2] != 3 {
+		t.Errorf("the bytes changed after Release: sum %d, was %d", after, before)
+	}
+}
+
+// mappingRSS returns the resident bytes of the mapping that starts at addr,
+// from /proc/self/smaps.
+func mappingRSS(t *testing.T, addr uintptr) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/smaps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := false
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 {
+			continue
+		}
+		if lo, _, ok := strings.Cut(f[0], "-"); ok && !strings.HasSuffix(f[0], ":") {
+			a, err := strconv.ParseUint(lo, 16, 64)
+			in = err == nil && uintptr(a) == addr
+			continue
+		}
+		if in && f[0] == "Rss:" && len(f) >= 2 {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no mapping at %#x in /proc/self/smaps", addr)
+	return 0
 }
