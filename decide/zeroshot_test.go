@@ -1,8 +1,11 @@
 package decide
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/startlux/startlux/cpu"
+	"github.com/startlux/startlux/tokenizer"
 )
 
 func chatDir() string { return filepath.Join(repoTestdata, "tiny-qwen35") }
@@ -302,5 +306,38 @@ func TestIsCheckpointZeroShot(t *testing.T) {
 	}
 	if IsCheckpoint(t.TempDir()) {
 		t.Error("an empty directory is a checkpoint")
+	}
+}
+
+// TestDeriveConfigQwen3 derives the config of a checkpoint with the real
+// Qwen3 tokenizer and chat template (testdata/qwen3-tokenizer): every
+// letter is one token, A..Y at ids 32..56 as in the Qwen vocabulary, and
+// the turn opens with an empty think block.
+func TestDeriveConfigQwen3(t *testing.T) {
+	dir := filepath.Join(repoTestdata, "qwen3-tokenizer")
+	zr, err := gzip.NewReader(bytes.NewReader(readFile(t, filepath.Join(dir, "tokenizer.json.gz"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.FromJSON(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) }
+	c, err := DeriveConfig(tok, read)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range c.LetterTokenIDs {
+		if id != 32+i {
+			t.Errorf("letter %c: id %d, want %d", DefaultLetters[i], id, 32+i)
+		}
+	}
+	if c.ThinkBlock != ThinkEmpty || c.System != DefaultSystem {
+		t.Errorf("think block %q, system %q", c.ThinkBlock, c.System)
 	}
 }
