@@ -149,6 +149,11 @@ func BuildMenu(s MenuState) Menu {
 			info("%s", line)
 		}
 		info("Backend: %s", orDash(st.Model.Backend))
+		if st.Model.BackendNote != "" {
+			// Why the model is not on the GPU (or what goes wrong there);
+			// startlux status gives it whole.
+			info("⚠ %s", truncate(st.Model.BackendNote, 100))
+		}
 		info("int8: %s", st.Model.Int8Summary())
 		if st.Model.WeightBytes > 0 {
 			info("Weights: %s", FormatBytes(st.Model.WeightBytes))

@@ -207,6 +207,29 @@ Restart Daemon
 ---
 Quit StartLux
 `},
+		{"on the CPU after the GPU check", MenuState{Status: func() api.Status {
+			s := ready
+			s.Model.BackendNote = "Metal disabled: attention kernel differs from the CPU by 5.0e-01 at head 0 of token 8"
+			return s
+		}(), Models: models[:1]}, `
+[Model: demo]
+[Backend: cpu]
+[⚠ Metal disabled: attention kernel differs from the CPU by 5.0e-01 at head 0 of token 8]
+[int8: off]
+[Prefix cache: 3.0 MiB / 512 MiB]
+[Requests: 4 · p50 12 ms]
+---
+Switch Model ▸
+    ✓ demo
+    ---
+    Open Models Folder…
+  Use int8
+---
+  Start at Login
+Restart Daemon
+---
+Quit StartLux
+`},
 		{"failed", MenuState{Status: api.Status{State: api.StateFailed, Error: "model_load_failed: bad config"}, Models: models}, `
 [Model failed to load]
 [model_load_failed: bad config]

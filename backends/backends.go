@@ -7,6 +7,7 @@ package backends
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/metal"
@@ -46,6 +47,32 @@ func Auto(threads int) (tensor.Backend, Choice, error) {
 		return nil, Choice{}, err
 	}
 	return be, Choice{Name: be.Name(), Why: why}, nil
+}
+
+// Plan is how a daemon opens the backend a name asks for: Open makes it,
+// and Fallback, when not nil, makes the backend to serve on instead when
+// Open's cannot (it does not open, or fails the GPU check before serving,
+// or faults at run time; see daemon.LoaderOptions). Only auto on a build
+// with Metal has a fallback, the CPU backend: a backend named explicitly
+// either serves or fails.
+type Plan struct {
+	Open, Fallback func() (tensor.Backend, error)
+}
+
+// PlanFor returns the Plan of the backend called name, with the CPU
+// backends' thread count (0: all cores).
+func PlanFor(name string, threads int) (Plan, error) {
+	cpuBackend := func() (tensor.Backend, error) { return cpu.New(cpu.Options{Threads: threads}) }
+	switch {
+	case name == "auto" && metal.Supported() == nil:
+		return Plan{Open: func() (tensor.Backend, error) { return Open("metal", threads) }, Fallback: cpuBackend}, nil
+	case name == "auto":
+		return Plan{Open: cpuBackend}, nil
+	case !slices.Contains(Names(), name):
+		_, err := Open(name, threads)
+		return Plan{}, err
+	}
+	return Plan{Open: func() (tensor.Backend, error) { return Open(name, threads) }}, nil
 }
 
 // Open returns the backend called name, with the CPU backends' thread count

@@ -54,3 +54,46 @@ func TestOpen(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanFor: only auto on Apple Silicon has a fallback (the CPU backend);
+// every plan opens the backend its name says; an unknown name is refused.
+func TestPlanFor(t *testing.T) {
+	onMac := runtime.GOOS == "darwin" && runtime.GOARCH == "arm64"
+	for _, name := range []string{"auto", "cpu", "cpu-go", "metal", "metal-emu"} {
+		p, err := PlanFor(name, 1)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if hasFallback := p.Fallback != nil; hasFallback != (name == "auto" && onMac) {
+			t.Errorf("%s: fallback %v", name, hasFallback)
+		}
+		if name == "cpu" || name == "cpu-go" || name == "auto" && !onMac {
+			be, err := p.Open()
+			if err != nil || !strings.HasPrefix(be.Name(), "cpu") {
+				t.Errorf("%s: opened %v", name, err)
+			}
+		}
+		if p.Fallback != nil {
+			if be, err := p.Fallback(); err != nil || !strings.HasPrefix(be.Name(), "cpu") {
+				t.Errorf("%s: fallback %v, %v", name, be, err)
+			}
+		}
+	}
+	if _, err := PlanFor("gpu", 1); err == nil || !strings.Contains(err.Error(), `unknown backend "gpu"`) {
+		t.Errorf("an unknown name: %v", err)
+	}
+	if !onMac {
+		if _, err := (mustPlan(t, "metal")).Open(); err == nil || !strings.Contains(err.Error(), "backend metal: ") {
+			t.Errorf("metal off a Mac: %v", err)
+		}
+	}
+}
+
+func mustPlan(t *testing.T, name string) Plan {
+	t.Helper()
+	p, err := PlanFor(name, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

@@ -216,7 +216,7 @@ func TestFitKeepsSmallTypes(t *testing.T) {
 	cfg := demoConfig(t)
 	items, _ := biasedItems(5, MinTypeExamples+1, 1<<30, 3, []float64{0.5, 0.5})
 	p := Fit(cfg, items[:MinTypeExamples-1], false)
-	if p.TemperatureByType["choice"] != cfg.TemperatureByType["choice"] || len(p.Notes) != 1 || !strings.Contains(p.Notes[0], fmt.Sprintf("choice: 49 examples, fewer than 50: keeps temperature %.4f", cfg.TemperatureByType["choice"])) {
+	if p.TemperatureByType["choice"] != cfg.TemperatureByType["choice"] || len(p.Notes) != 1 || !strings.Contains(p.Notes[0], fmt.Sprintf("choice: 49 examples, fewer than 50: keeps temperature %g", cfg.TemperatureByType["choice"])) {
 		t.Errorf("49 examples: T %v, notes %q", p.TemperatureByType["choice"], p.Notes)
 	}
 	p = Fit(cfg, items[:MinTypeExamples], false)

@@ -88,6 +88,10 @@ type Options struct {
 	Hub func() (*hub.Client, error)
 	// PullOptions tune those downloads (tests set FreeSpace and Now).
 	PullOptions hub.PullOptions
+	// MaxDeviceFaults is how many batches in a row may fail on the GPU
+	// (tensor.ErrDeviceFault) before the model is reloaded on the loader's
+	// fallback backend (default DefaultMaxDeviceFaults).
+	MaxDeviceFaults int
 	// Int8 loads the first model with int8 projections; a load that does
 	// not say (the load method without "int8") keeps the setting of the
 	// last model put in service.
@@ -141,7 +145,8 @@ type Daemon struct {
 	stopping     bool
 	lastFree     time.Time // the last debug.FreeOSMemory
 	freeLater    bool      // one is scheduled
-	int8         bool      // the int8 setting of the model in service (Options.Int8 before the first)
+	faults       faultCount
+	int8         bool // the int8 setting of the model in service (Options.Int8 before the first)
 
 	loadMu  sync.Mutex     // one load at a time
 	running sync.WaitGroup // batches being answered
@@ -180,6 +185,9 @@ func New(opts Options) *Daemon {
 	}
 	if opts.PassTokens <= 0 {
 		opts.PassTokens = DefaultPassTokens
+	}
+	if opts.MaxDeviceFaults <= 0 {
+		opts.MaxDeviceFaults = DefaultMaxDeviceFaults
 	}
 	if opts.ModelsDir == "" {
 		opts.ModelsDir, _ = api.ModelsDir()

@@ -7,8 +7,8 @@ import (
 
 	"github.com/startlux/startlux"
 	"github.com/startlux/startlux/api"
-	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/gpucheck"
 	"github.com/startlux/startlux/model"
 	"github.com/startlux/startlux/tensor"
 )
@@ -19,6 +19,10 @@ const DemoPath = "demo-decision (embedded)"
 // engine is an [Engine] over a decide engine.
 type engine struct {
 	*decide.Engine
+	// be is the engine's backend, closed with it; loader made it (for
+	// FallBack).
+	be     tensor.Backend
+	loader *decideLoader
 }
 
 var _ Engine = engine{}
@@ -45,6 +49,16 @@ func (e engine) Run(ctx context.Context, jobs []Job, turn decide.Turn, passToken
 	return e.DecidePrepared(ctx, ps, turn, passTokens)
 }
 
+// Close implements [Engine]: it closes the decide engine, then its backend
+// (a GPU backend holds a device, a library and buffers).
+func (e engine) Close() error {
+	err := e.Engine.Close()
+	if c, ok := e.be.(interface{ Close() }); ok {
+		c.Close()
+	}
+	return err
+}
+
 // LoaderOptions configures [DecideLoader].
 type LoaderOptions struct {
 	// CacheLimit bounds each engine's prefix snapshots in bytes (0:
@@ -53,47 +67,47 @@ type LoaderOptions struct {
 	// Backend makes the compute backend of each load; nil means the CPU
 	// backend.
 	Backend func() (tensor.Backend, error)
+	// Fallback, when set, makes the backend a load falls back to when
+	// Backend's cannot serve: it does not open or warm up, faults while the
+	// model opens, fails the GPU check before serving (package gpucheck),
+	// or faults repeatedly at run time. The model then runs on Fallback's
+	// backend and its status says why (ModelStatus.BackendNote). Without
+	// it each of these fails the load. startlux serve sets it for
+	// --backend auto, not for a backend named explicitly.
+	Fallback func() (tensor.Backend, error)
+	// Check tunes the GPU check (the zero value: all of it; tests leave
+	// out the demo model's pass, which is slow under the emulator).
+	Check gpucheck.Options
 	// Limits bound each request (zero fields: decide's defaults).
 	Limits decide.Limits
 }
 
 // DecideLoader returns the [Loader] of real models: decide engines, on the
-// embedded demo checkpoint for dir "".
+// embedded demo checkpoint for dir "". A GPU backend is checked against the
+// CPU backend before each model serves on it (see LoaderOptions.Fallback
+// for what a failure does).
 func DecideLoader(lo LoaderOptions) Loader {
-	return func(ctx context.Context, dir string, useInt8 bool, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
-		if err := ctx.Err(); err != nil {
-			return nil, api.ModelStatus{}, err
-		}
-		newBackend := lo.Backend
-		if newBackend == nil {
-			newBackend = func() (tensor.Backend, error) { return cpu.New(cpu.Options{}) }
-		}
-		be, err := newBackend()
-		if err != nil {
-			return nil, api.ModelStatus{}, fmt.Errorf("backend: %w", err)
-		}
-		if w, ok := be.(tensor.WarmUpper); ok {
-			// Compile the backend's kernels before any decision waits on them.
-			if err := w.WarmUp(ctx); err != nil {
-				return nil, api.ModelStatus{}, fmt.Errorf("backend %s: warm up: %w", be.Name(), err)
-			}
-		}
-		opts := decide.Options{CacheLimit: lo.CacheLimit, Progress: progress, Limits: lo.Limits, Int8: useInt8}
-		var e *decide.Engine
-		if dir == "" {
-			e, err = decide.OpenFS(startlux.DemoModel(), DemoPath, be, opts)
-		} else {
-			e, err = decide.Open(dir, be, opts)
-		}
-		if err != nil {
-			return nil, api.ModelStatus{}, err
-		}
-		info := e.Info()
-		st := api.ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend,
-			Int8: info.Int8 != "", Int8Kernel: info.Int8, WeightBytes: info.WeightBytes, Calibrated: !info.Derived}
-		if _, err := model.Int8Kernel(be); err != nil {
-			st.Int8Unavailable = strings.TrimPrefix(err.Error(), "int8: ")
-		}
-		return engine{e}, st, nil
+	l := &decideLoader{lo: lo}
+	return l.load
+}
+
+// openEngine opens the checkpoint in dir ("" for the embedded demo) on be,
+// with int8 projections when useInt8 is set.
+func (l *decideLoader) openEngine(dir string, be tensor.Backend, useInt8 bool, progress func(done, total int64)) (*decide.Engine, error) {
+	opts := decide.Options{CacheLimit: l.lo.CacheLimit, Progress: progress, Limits: l.lo.Limits, Int8: useInt8}
+	if dir == "" {
+		return decide.OpenFS(startlux.DemoModel(), DemoPath, be, opts)
 	}
+	return decide.Open(dir, be, opts)
+}
+
+// modelStatus is the status of e, open on be.
+func modelStatus(e *decide.Engine, be tensor.Backend) api.ModelStatus {
+	info := e.Info()
+	st := api.ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend,
+		Int8: info.Int8 != "", Int8Kernel: info.Int8, WeightBytes: info.WeightBytes, Calibrated: !info.Derived}
+	if _, err := model.Int8Kernel(be); err != nil {
+		st.Int8Unavailable = strings.TrimPrefix(err.Error(), "int8: ")
+	}
+	return st
 }

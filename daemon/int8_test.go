@@ -127,7 +127,7 @@ func TestInt8EndToEnd(t *testing.T) {
 		if err := c.Call(ctx, api.MethodDecide, params(t, string(cases[i].Request)), &resp); err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
-		if err := checkGolden(&resp, &cases[i], 0.03); err != nil {
+		if err := checkGolden(&resp, &cases[i], 0.08); err != nil {
 			t.Errorf("case %d with int8: %v", i, err)
 		}
 	}

@@ -25,7 +25,7 @@ func (d *Daemon) load(dir string, useInt8 bool) error {
 	return d.loadLocked(dir, useInt8)
 }
 
-// loadLocked is [Daemon.load] with loadMu held.
+// loadLocked is load with d.loadMu held.
 func (d *Daemon) loadLocked(dir string, useInt8 bool) error {
 	d.setProgress(&api.LoadProgress{Model: dir, Phase: api.StateLoading}, api.StateLoading)
 	var eng Engine
@@ -45,6 +45,9 @@ func (d *Daemon) loadLocked(dir string, useInt8 bool) error {
 	if !d.opts.NoWarmup {
 		if werr := safely("warm-up", func() error { return warmUp(d.ctx, eng) }); werr != nil {
 			eng.Close()
+			if warmUpFault(eng, werr) {
+				return d.loadLocked(dir, useInt8) // on the fallback backend
+			}
 			return d.loadFailed(dir, fmt.Errorf("warm-up: %w", werr))
 		}
 	}

@@ -385,6 +385,7 @@ func (d *Daemon) run(batch []*job) {
 		passTokens = d.opts.PassTokens
 	}
 	resps, errs, err := d.callEngine(ctx, batch[0].m.eng, preps, turn, passTokens)
+	d.noteFaults(batch[0].m, resps, err, errs)
 	for i, j := range batch {
 		switch {
 		case err != nil:

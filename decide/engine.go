@@ -300,6 +300,9 @@ func (e *Engine) Info() Info { return e.info }
 // it must not be modified.
 func (e *Engine) Config() *Config { return e.cfg }
 
+// Weights returns every weight the engine's model reads (model.Model.Weights).
+func (e *Engine) Weights() []*tensor.Weight { return e.m.Weights() }
+
 // CacheStats returns the bytes held by kept evidence snapshots and the limit
 // (negative when the store is disabled).
 func (e *Engine) CacheStats() (used, limit int64) { return e.store.stats() }

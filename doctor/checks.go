@@ -26,6 +26,7 @@ import (
 	"github.com/startlux/startlux/ipc"
 	"github.com/startlux/startlux/metal"
 	"github.com/startlux/startlux/model"
+	"github.com/startlux/startlux/tensor"
 )
 
 // osVersion returns the OS release: macOS's product version, the kernel
@@ -50,15 +51,21 @@ type Backend struct {
 	Why  string `json:"why"`
 }
 
-func checkBackend() Backend {
+// checkBackend opens the backend auto picks, which the int8 check and the
+// self-check then use (the caller closes it).
+func checkBackend() (Backend, tensor.Backend) {
 	be, c, err := backends.Auto(0)
 	if err != nil {
-		return Backend{Check: failed(err)}
+		return Backend{Check: failed(err)}, nil
 	}
+	return Backend{Check: ok(), Auto: c.Name, Why: c.Why}, be
+}
+
+// closeBackend releases a backend that holds a device.
+func closeBackend(be tensor.Backend) {
 	if cl, ok := be.(interface{ Close() }); ok {
 		cl.Close()
 	}
-	return Backend{Check: ok(), Auto: c.Name, Why: c.Why}
 }
 
 // Metal is the GPU as Metal reports it, and the kernel emulator.

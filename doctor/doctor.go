@@ -10,15 +10,19 @@ import (
 	"runtime"
 	"runtime/debug"
 	"time"
+
+	"github.com/startlux/startlux/tensor"
 )
 
 // Status is a check's outcome.
 type Status string
 
-// The outcomes of a check.
+// The outcomes of a check. Skipped is only for parts of a check left out
+// on purpose (the reason says why); a check as a whole is ok or failed.
 const (
-	OK     Status = "ok"
-	Failed Status = "failed"
+	OK      Status = "ok"
+	Failed  Status = "failed"
+	Skipped Status = "skipped"
 )
 
 // Check is the outcome of one check: ok, or failed with the reason.
@@ -41,6 +45,7 @@ type Report struct {
 	Metal     Metal     `json:"metal"`
 	BLAS      BLAS      `json:"blas"`
 	Int8      Int8      `json:"int8"`
+	SelfCheck SelfCheck `json:"self_check"`
 	Socket    Socket    `json:"socket"`
 	Daemon    Daemon    `json:"daemon"`
 	LoginItem LoginItem `json:"login_item"`
@@ -53,7 +58,8 @@ type Options struct {
 	Socket string
 	// ModelsDir is the models folder ("": the default).
 	ModelsDir string
-	// NoEmulator skips building the Metal kernel emulator.
+	// NoEmulator skips building the Metal kernel emulator (and so, off a
+	// Mac, the self-check, which runs under it there).
 	NoEmulator bool
 	// SgemmTime is how long the sgemm rate is measured (200 ms when zero).
 	SgemmTime time.Duration
@@ -73,11 +79,15 @@ func Run(ctx context.Context, opts Options) Report {
 		opts.CallTimeout = 2 * time.Second
 	}
 	var r Report
+	var auto tensor.Backend
 	guard(&r.System.Check, func() { r.System = checkSystem() })
-	guard(&r.Backend.Check, func() { r.Backend = checkBackend() })
+	guard(&r.Backend.Check, func() { r.Backend, auto = checkBackend() })
+	defer closeBackend(auto)
 	guard(&r.Metal.Check, func() { r.Metal = checkMetal(ctx, opts) })
 	guard(&r.BLAS.Check, func() { r.BLAS = checkBLAS(ctx, opts) })
-	guard(&r.Int8.Check, func() { r.Int8 = checkInt8() })
+	guard(&r.Int8.Check, func() { r.Int8 = checkInt8(auto) })
+	r.SelfCheck.Families = []Family{}
+	guard(&r.SelfCheck.Check, func() { r.SelfCheck = checkSelf(ctx, opts, auto) })
 	guard(&r.Socket.Check, func() { r.Socket = checkSocket(opts.Socket) })
 	guard(&r.Daemon.Check, func() { r.Daemon = checkDaemon(ctx, r.Socket.Path, opts.CallTimeout) })
 	guard(&r.LoginItem.Check, func() { r.LoginItem = checkLoginItem(ctx, opts) })

@@ -192,6 +192,17 @@ func TestDaemonCheck(t *testing.T) {
 	if d.Status != OK || !d.Answers || d.Reported == nil || d.Reported.PID != 77 || d.Reported.Model.Name != "demo" {
 		t.Errorf("a ready daemon: %+v", d)
 	}
+	// The text report carries the backend note, what a bug report needs
+	// of a GPU turned off.
+	note := "Metal disabled: attention kernel differs from the CPU by 5.0e-01 at head 0 of token 8"
+	d.Reported.Model.BackendNote = note
+	var b strings.Builder
+	if err := (Report{Daemon: d}).WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := "\n  backend note         " + note + "\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("text report without the note line %q:\n%s", want, b.String())
+	}
 	state = api.StateFailed
 	if d := checkDaemon(ctx, sock, 2*time.Second); d.Status != Failed || !d.Answers || !strings.Contains(d.Reason, "bad weights") {
 		t.Errorf("a daemon whose model failed: %+v", d)
@@ -223,7 +234,8 @@ func TestRunLoginItemFailure(t *testing.T) {
 	if err := r.WriteText(&buf); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"login item   failed  no session bus", "int8         ok      " + r.Int8.Kernel, "daemon       failed  no daemon answers"} {
+	for _, want := range []string{"login item   failed  no session bus", "int8         ok      " + r.Int8.Kernel + " on backend " + r.Int8.Backend + "\n", "daemon       failed  no daemon answers",
+		"self-check   failed  not run: no GPU here, and the emulator is not checked (--no-emulator)"} {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("text report lacks %q:\n%s", want, buf.String())
 		}

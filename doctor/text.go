@@ -41,6 +41,21 @@ func (r Report) WriteText(w io.Writer) error {
 	} else {
 		line("int8", r.Int8.Check, "")
 	}
+	sc := r.SelfCheck
+	line("self-check", sc.Check, "%s", sc.summary())
+	sub := func(name string, c Check, what string) {
+		if c.Status != OK {
+			what = c.Reason
+		}
+		fmt.Fprintf(&b, "  %-20s %-7s %s\n", name, c.Status, what)
+	}
+	for _, f := range sc.Families {
+		sub(f.Name, f.Check, fmt.Sprintf("%.1e (tol %.0e) at %s", f.MaxRel, f.Tol, f.Where))
+	}
+	if sc.On != "" {
+		m := sc.Model
+		sub("demo model", m.Check, fmt.Sprintf("%d rows, letter logits %.1e (tol %.0e) at %s", m.Rows, m.MaxRel, m.Tol, m.Where))
+	}
 	so := r.Socket
 	dir := "directory not made yet"
 	if so.DirExists {
@@ -50,6 +65,11 @@ func (r Report) WriteText(w io.Writer) error {
 	if d := r.Daemon; d.Reported != nil {
 		st := d.Reported
 		line("daemon", d.Check, "%s, model %s on %s, %d served, pid %d", st.State, st.Model.Name, st.Model.Backend, st.RequestsServed, st.PID)
+		if st.Model.BackendNote != "" {
+			// Why the model is not on the backend asked for (a GPU
+			// that failed its check or faulted).
+			fmt.Fprintf(&b, "  %-20s %s\n", "backend note", st.Model.BackendNote)
+		}
 	} else {
 		line("daemon", d.Check, "")
 	}

@@ -67,7 +67,7 @@ func TestReadErrors(t *testing.T) {
 }
 
 // TestReadDemoTasks reads the demo checkpoint's labelled set: 3,000 lines,
-// one question each, 1,403 noul, 447 choice and 1,150 score (its README).
+// one question each, 1,394 noul, 526 choice and 1,080 score (its README).
 func TestReadDemoTasks(t *testing.T) {
 	exs, err := ReadFile(filepath.Join("..", "testdata", "eval", "demo-tasks.jsonl"))
 	if err != nil {
@@ -81,7 +81,7 @@ func TestReadDemoTasks(t *testing.T) {
 			}
 		}
 	}
-	if len(exs) != 3000 || count[decide.Noul] != 1403 || count[decide.Choice] != 447 || count[decide.Score] != 1150 {
+	if len(exs) != 3000 || count[decide.Noul] != 1394 || count[decide.Choice] != 526 || count[decide.Score] != 1080 {
 		t.Errorf("%d examples, %v", len(exs), count)
 	}
 }

@@ -149,7 +149,8 @@ func startSquatter(t *testing.T, path string, uid, gid int) *squatter {
 	cmd := exec.Command(copyPath)
 	cmd.Env = append(os.Environ(), squatEnv+"="+path)
 	cmd.Dir = binDir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	dieWithParent(cmd.SysProcAttr)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

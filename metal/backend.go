@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"time"
 	"unsafe"
 
 	"github.com/startlux/startlux/tensor"
@@ -19,6 +20,14 @@ type Options struct {
 	// CacheDir is where the emulator keeps its built kernel libraries
 	// (default: the user cache directory, under startlux/metal-emu).
 	CacheDir string
+	// CommandTimeout bounds each wait for the device (Read, Sync): work
+	// not finished by then fails with a tensor.ErrDeviceFault. 0 means
+	// DefaultCommandTimeout on the GPU and no bound under the emulator
+	// (whose kernels run on the CPU, slowly); < 0 means no bound.
+	CommandTimeout time.Duration
+	// Faults, for tests, injects faults into the emulator's dispatches
+	// (see Faults). New refuses it.
+	Faults *Faults
 }
 
 // NewEmulated returns the Metal backend running on the kernel emulator: the
@@ -45,7 +54,7 @@ func newEmulatedDevice(ctx context.Context, opts Options, dev emuDevice, extra s
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{drv: &emuDriver{lib: lib, dev: dev}}, nil
+	return &Backend{drv: &emuDriver{lib: lib, dev: dev, faults: opts.Faults}, timeout: commandTimeout(opts, false)}, nil
 }
 
 // newEmulatedLimits is the emulated backend placing weights as a device
@@ -57,7 +66,7 @@ func newEmulatedLimits(ctx context.Context, opts Options, lim deviceLimits) (*Ba
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{drv: &emuDriver{lib: lib, place: &placement{lim: lim}}}, nil
+	return &Backend{drv: &emuDriver{lib: lib, place: &placement{lim: lim}, faults: opts.Faults}, timeout: commandTimeout(opts, false)}, nil
 }
 
 // buffer is a driver's buffer.
@@ -99,6 +108,9 @@ type Backend struct {
 	drv  driver
 	err  error
 	int8 int8State
+	// timeout bounds each wait for the device (0: none); read-only after
+	// the backend is made.
+	timeout time.Duration
 }
 
 var _ tensor.Backend = (*Backend)(nil)
@@ -193,17 +205,17 @@ func (b *Backend) Read(ctx context.Context, t tensor.Tensor, off int, dst []floa
 }
 
 // Sync waits for all queued work and reports the first error since the last
-// Sync or Read.
+// Sync or Read: ctx's end as it is; a failed command buffer, a wait past
+// the backend's bound (Options.CommandTimeout) or a kernel that could not
+// be dispatched as an error wrapping tensor.ErrDeviceFault.
 func (b *Backend) Sync(ctx context.Context) error {
-	err := b.drv.wait(ctx)
-	if b.err != nil {
-		err = b.err
-		b.err = nil
+	wctx := ctx
+	if b.timeout > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, b.timeout)
+		defer cancel()
 	}
-	if err != nil {
-		return fmt.Errorf("metal: %w", err)
-	}
-	return nil
+	return b.syncErr(ctx, wctx, b.drv.wait(wctx))
 }
 
 // params packs kernel parameters: each value is one 32-bit field (int and

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 	"unsafe"
 
 	"github.com/ebitengine/purego"
@@ -30,11 +31,14 @@ func Supported() error { return nil }
 // New returns the Metal backend on the GPU picked by opts.Device among
 // MTLCopyAllDevices (MTLCreateSystemDefaultDevice returns nil in a daemon).
 func New(opts Options) (tensor.Backend, error) {
+	if opts.Faults != nil {
+		return nil, errors.New("metal: Options.Faults injects faults into the emulator only")
+	}
 	d, err := newMTLDriver(opts)
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{drv: d}, nil
+	return &Backend{drv: d, timeout: commandTimeout(opts, true)}, nil
 }
 
 // mtlSize is MTLSize: three NSUIntegers.
@@ -543,7 +547,7 @@ func (d *mtlDriver) dispatch(kernel string, groups, threads [3]int, binds []bind
 		return
 	}
 	if n := threads[0] * threads[1] * threads[2]; n > p.maxThreads {
-		d.err = fmt.Errorf("metal: kernel %s: %d threads per group, the pipeline allows %d", kernel, n, p.maxThreads)
+		d.err = fmt.Errorf("kernel %s: %d threads per group, the pipeline allows %d", kernel, n, p.maxThreads)
 		return
 	}
 	d.rt.Pool(func() { d.encode(p, groups, threads, binds) })
@@ -642,9 +646,9 @@ func (d *mtlDriver) finish(done []objc.ID) {
 		switch st := d.rt.SendUint(cb, d.s.status); {
 		case st == mtlStatusCompleted || d.err != nil:
 		case st == mtlStatusError:
-			d.err = fmt.Errorf("metal: command buffer failed: %s", d.describe(d.m.id(cb, d.s.errorSel)))
+			d.err = fmt.Errorf("command buffer failed: %s", d.describe(d.m.id(cb, d.s.errorSel)))
 		default:
-			d.err = fmt.Errorf("metal: command buffer has status %d after waitUntilCompleted", st)
+			d.err = fmt.Errorf("command buffer has status %d after waitUntilCompleted", st)
 		}
 		d.m.void(cb, d.s.release)
 	}
@@ -654,11 +658,21 @@ func (d *mtlDriver) close() {
 	d.rt.Pool(d.release)
 }
 
-// release waits for queued work and releases every object the driver
-// holds; call inside a pool.
+// closeTimeout bounds how long close waits for the GPU to finish.
+const closeTimeout = 10 * time.Second
+
+// release waits (at most closeTimeout) for queued work and releases every
+// object the driver holds; call inside a pool. When the GPU does not
+// finish, nothing is released: objects a running command buffer may still
+// use are leaked rather than freed under it.
 func (d *mtlDriver) release() {
 	if d.cmd != 0 || len(d.inflight) > 0 {
-		_ = d.wait(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		_ = d.wait(ctx)
+		cancel()
+		if len(d.inflight) > 0 {
+			return
+		}
 	}
 	for _, p := range d.pipes {
 		d.m.void(p.state, d.s.release)

@@ -287,6 +287,8 @@ type emuDriver struct {
 	place *placement
 	// dev is what the emulated device lacks (tests).
 	dev emuDevice
+	// faults are the faults a test injects (Options.Faults; nil: none).
+	faults *Faults
 }
 
 // emuDevice models, for tests, an emulated device short of what the int8
@@ -448,9 +450,11 @@ func (d *emuDriver) wait(ctx context.Context) error {
 			return err
 		}
 		c := d.queue[0]
+		if !d.runFaulty(ctx, c) {
+			return ctx.Err()
+		}
 		d.queue[0] = emuCall{}
 		d.queue = d.queue[1:]
-		d.run(c.kernel, c.groups, c.threads, c.binds)
 	}
 	d.queue = nil
 	for _, b := range d.frees {

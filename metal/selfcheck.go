@@ -86,6 +86,33 @@ func AllWeightForms() []WeightForm {
 	}
 }
 
+// FormsOf returns the distinct stored forms of the two-dimensional weights
+// among ws (the matrices MatMul and Embed read as stored; vectors are
+// converted to float32 once and need no form of their own), in the order
+// they first appear: the forms a daemon passes to SelfCheck for the
+// checkpoint it loaded.
+func FormsOf(ws []*tensor.Weight) []WeightForm {
+	var out []WeightForm
+	seen := map[WeightForm]bool{}
+	for _, w := range ws {
+		if w == nil || len(w.Shape) != 2 {
+			continue
+		}
+		f := WeightForm{DType: w.DType}
+		switch {
+		case w.Quant != nil:
+			f = WeightForm{DType: w.Quant.Scales.DType, Bits: w.Quant.Bits, Group: w.Quant.Group}
+		case w.Int8 != nil:
+			f = WeightForm{DType: tensor.I8}
+		}
+		if !seen[f] {
+			seen[f] = true
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // SelfCheck runs every kernel family on be and on ref and compares their
 // outputs: elementwise operations, strided copies, embedding and MatMul in
 // each weight form of forms (all of AllWeightForms when nil; a daemon
@@ -153,8 +180,11 @@ func (p *probe) runGuarded(f func(*probe)) {
 				p.ref.Free(t.r)
 			}
 		}
-		// A failure of this family must not be reported by the next.
-		if err := p.be.Sync(context.WithoutCancel(p.ctx)); err != nil && p.res.Err == nil {
+		// A failure of this family must not be reported by the next. Once
+		// ctx has ended the wait returns at once (every family after
+		// reports ctx's end anyway), so a GPU that never finishes cannot
+		// hold the check.
+		if err := p.be.Sync(p.ctx); err != nil && p.res.Err == nil {
 			p.res.Err = err
 		}
 	}()

@@ -3,6 +3,7 @@ package metal
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -107,5 +108,27 @@ func TestSelfCheckFindsFaults(t *testing.T) {
 		if !errors.Is(r.Err, context.Canceled) {
 			t.Errorf("a cancelled context, %s: %+v", r.Family, r)
 		}
+	}
+}
+
+// TestFormsOf: the distinct forms of the matrices, in first-seen order;
+// vectors and missing weights have none.
+func TestFormsOf(t *testing.T) {
+	mat := func(d tensor.DType) *tensor.Weight {
+		return tensor.FromFloat32("w", d, []int{2, 64}, make([]float32, 128))
+	}
+	q := func(bits int, d tensor.DType) *tensor.Weight {
+		return &tensor.Weight{Name: "q", DType: tensor.U32, Shape: []int{2, 64}, Data: make([]byte, 2*64*bits/8), Quant: &tensor.Quant{
+			Bits: bits, Group: 32, Scales: mat(d), Biases: mat(d)}}
+	}
+	i8, err := tensor.QuantizeInt8(mat(tensor.F32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vec := tensor.FromFloat32("norm", tensor.F32, []int{64}, make([]float32, 64))
+	got := FormsOf([]*tensor.Weight{vec, mat(tensor.BF16), q(4, tensor.BF16), nil, mat(tensor.BF16), i8, q(8, tensor.F16), q(4, tensor.BF16)})
+	want := []WeightForm{{DType: tensor.BF16}, {DType: tensor.BF16, Bits: 4, Group: 32}, {DType: tensor.I8}, {DType: tensor.F16, Bits: 8, Group: 32}}
+	if !slices.Equal(got, want) {
+		t.Errorf("FormsOf = %v, want %v", got, want)
 	}
 }

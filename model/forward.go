@@ -211,11 +211,14 @@ func (m *Model) pass(ctx context.Context, rows []Row, head *tensor.Weight, last 
 	p := m.newBatch(rows, sc)
 	N := p.N
 	if keep {
-		st = &State{m: m, n: rows[0].Prefix.Len() + len(rows[0].IDs), layers: make([]layerState, c.Layers)}
-		p.keep = st
+		// kept, not st: a failing return has set st to nil by the time the
+		// deferred call runs.
+		kept := &State{m: m, n: rows[0].Prefix.Len() + len(rows[0].IDs), layers: make([]layerState, c.Layers)}
+		st = kept
+		p.keep = kept
 		defer func() {
 			if err != nil {
-				st.freeLocked()
+				kept.freeLocked()
 				st = nil
 			}
 		}()

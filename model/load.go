@@ -314,6 +314,18 @@ func (m *Model) HeadRows(vocab []int) *tensor.Weight {
 // Embedding returns the token embedding [V, H].
 func (m *Model) Embedding() *tensor.Weight { return m.embed }
 
+// Weights returns every weight the graph reads, in the order of
+// Config.Tensors (the LM head of a tied model is the embedding, listed
+// once): what a backend's self-check needs to know of the stored forms.
+func (m *Model) Weights() []*tensor.Weight {
+	refs := m.weights()
+	out := make([]*tensor.Weight, len(refs))
+	for i, ref := range refs {
+		out[i] = *ref.w
+	}
+	return out
+}
+
 // WeightBytes returns the stored bytes of every weight the model uses.
 func (m *Model) WeightBytes() int64 {
 	var n int64

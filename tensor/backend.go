@@ -1,6 +1,17 @@
 package tensor
 
-import "context"
+import (
+	"context"
+	"errors"
+)
+
+// ErrDeviceFault is wrapped by the errors of Read and Sync when the device
+// failed the work queued on it (a command buffer that completed with an
+// error or did not finish within the backend's bound, a kernel the device
+// could not run), as opposed to the caller's context ending. The results
+// of that work are lost; a caller that sees faults repeat should stop using
+// the backend.
+var ErrDeviceFault = errors.New("device fault")
 
 // Tensor is a float32 activation buffer owned by a Backend. Its elements are
 // addressed as a flat array; the operations below say how they read it.

@@ -6,6 +6,10 @@
 #             emulator, against the CPU backend and the goldens (all cases:
 #             STARTLUX_METAL_FULL=1), the demo decisions, what the device
 #             reports and where the driver puts weights
+#   ./gpucheck  the check a daemon runs before it serves on the GPU, the
+#             demo model's pass included, must pass
+#   ./daemon  (TestMac only) a daemon with --backend auto's arrangement
+#             serves the demo decisions on the GPU, no backend note
 #   ./cpu     Accelerate is the BLAS loaded, and agrees with the Go GEMM
 #   ./model, ./decide   the goldens and demo decisions on Accelerate
 #   ./app     the tray's menu in a real NSMenu, a click through AppKit, and
@@ -28,10 +32,12 @@ if ! ./build.sh app >"$out/build-app.log" 2>&1; then
 	status=1
 fi
 export STARTLUX_MAC_APP=$PWD/dist/StartLux.app STARTLUX_METAL_FULL=1
-pkgs=(metal cpu model decide app)
+pkgs=(metal gpucheck daemon cpu model decide app)
 for p in "${pkgs[@]}"; do
-	echo "mac-test: go test -tags mactest ./$p" >&2
-	go test -tags mactest -count=1 -timeout 40m -v "./$p" >"$out/test-$p.log" 2>&1 || status=1
+	run=()
+	[ "$p" = daemon ] && run=(-run '^TestMac') # the rest of ./daemon is not Mac-specific
+	echo "mac-test: go test -tags mactest ${run[*]} ./$p" >&2
+	go test -tags mactest -count=1 -timeout 40m -v "${run[@]}" "./$p" >"$out/test-$p.log" 2>&1 || status=1
 done
 helper=$STARTLUX_MAC_APP/Contents/Helpers/startlux
 "$helper" doctor --json >"$out/doctor.json" 2>"$out/doctor.err" || status=1

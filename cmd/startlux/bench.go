@@ -48,6 +48,13 @@ func runBench(ctx context.Context, env *cmdEnv, args []string) error {
 		return flag.ErrHelp
 	}
 	if args[0] == "all" {
+		if len(args) > 1 {
+			if args[1] == "-h" || args[1] == "--help" || args[1] == "-help" {
+				fmt.Fprintln(env.stderr, "usage: startlux bench [--cpuprofile FILE] all\n\nruns every benchmark with its default flags, one after the other")
+				return flag.ErrHelp
+			}
+			return fmt.Errorf("bench all: takes no flags (got %q); run one benchmark to set its flags", args[1])
+		}
 		for _, b := range bench.All() {
 			fmt.Fprintf(env.stdout, "== bench %s\n", b.Name)
 			if err := runBenchmark(ctx, env, b, nil); err != nil {

@@ -57,3 +57,26 @@ func TestBenchCPUProfile(t *testing.T) {
 		t.Errorf("--cpuprofile without a file: %v", err)
 	}
 }
+
+// TestBenchAllArgs checks that "bench all" with arguments runs nothing: -h
+// prints its usage, anything else is refused by name.
+func TestBenchAllArgs(t *testing.T) {
+	for _, tt := range []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"bench", "all", "-h"}, "help requested"},
+		{[]string{"bench", "all", "--help"}, "help requested"},
+		{[]string{"bench", "all", "--iters", "1"}, `takes no flags (got "--iters")`},
+	} {
+		var out, errOut bytes.Buffer
+		env := &cmdEnv{stdout: &out, stderr: &errOut}
+		err := run(context.Background(), env, tt.args)
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("%q: error %v, want one containing %q", tt.args, err, tt.wantErr)
+		}
+		if strings.Contains(out.String(), "== bench") {
+			t.Errorf("%q ran a benchmark:\n%s", tt.args, out.String())
+		}
+	}
+}

@@ -210,7 +210,7 @@ func TestCalibrateWrite(t *testing.T) {
 	json.Unmarshal(must(os.ReadFile(cfgPath)), &m)
 	m["position_prior"] = map[string]any{"noul": map[string]any{"3": []float64{0.5, 0.3, 0.2}}, "choice": map[string]any{"4": []float64{0.4, 0.2, 0.2, 0.2}}}
 	os.WriteFile(cfgPath, must(json.MarshalIndent(m, "", "  ")), 0o644)
-	train, hold := demoTasks(t, 0, 250), demoTasks(t, 250, 400)
+	train, hold := demoTasks(t, 0, 220), demoTasks(t, 250, 400)
 
 	for _, debias := range []bool{false, true} {
 		orig := must(os.ReadFile(cfgPath))

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/backends"
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/ipc"
-	"github.com/startlux/startlux/tensor"
 )
 
 // runServe is "startlux serve": the daemon. It listens at once, loads the
@@ -48,8 +48,18 @@ func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("serve: %w", err)
 	}
-	if _, err := openBackend(*backend); err != nil { // fail now, not in the background
+	plan, err := backends.PlanFor(*backend, 0)
+	if err != nil {
 		return fmt.Errorf("serve: %w", err)
+	}
+	if plan.Fallback == nil { // a backend named explicitly: fail now, not in the background
+		be, err := plan.Open()
+		if err != nil {
+			return fmt.Errorf("serve: %w", err)
+		}
+		if c, ok := be.(interface{ Close() }); ok {
+			c.Close()
+		}
 	}
 	logger := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	pr := newProgressPrinter(env.stderr)
@@ -58,7 +68,8 @@ func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 		Daemon: daemon.Options{
 			Load: daemon.DecideLoader(daemon.LoaderOptions{
 				CacheLimit: *cacheLimit,
-				Backend:    func() (tensor.Backend, error) { return openBackend(*backend) },
+				Backend:    plan.Open,
+				Fallback:   plan.Fallback,
 			}),
 			Model:             dir,
 			ModelsDir:         modelsDir,

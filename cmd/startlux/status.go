@@ -56,6 +56,9 @@ func printStatus(w io.Writer, st *api.Status) {
 			fmt.Fprintf(w, "model:     %s (%s)\n", st.Model.Name, st.Model.Path)
 		}
 		fmt.Fprintf(w, "backend:   %s\n", st.Model.Backend)
+		if st.Model.BackendNote != "" {
+			fmt.Fprintf(w, "note:      %s\n", st.Model.BackendNote)
+		}
 		fmt.Fprintf(w, "int8:      %s\n", st.Model.Int8Summary())
 		fmt.Fprintf(w, "weights:   %.1f MB resident\n", float64(st.Model.WeightBytes)/1e6)
 		if st.State == api.StateReady || st.State == api.StateWarming {

@@ -6,7 +6,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jevfmt as J
 import tasks
 
-SUBS = ["noul/stock", "noul/row", "noul/older", "noul/email", "choice/city", "choice/largest",
+SUBS = ["noul/stock", "noul/row", "noul/older", "noul/email", "choice/city", "choice/listed",
         "score/outofstock", "score/page", "score/age"]
 TYPES = ["noul", "choice", "score"]
 TAIL = "Answer with one letter.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
@@ -18,12 +18,12 @@ def subtask(q):
     if q["type"] == "noul":
         return "noul/row" if "row" in s else "noul/older" if "older" in s else "noul/email" if "email" in s else "noul/stock"
     if q["type"] == "choice":
-        return "choice/city" if ("live" in s or "city" in s) else "choice/largest"
+        return "choice/city" if ("live" in s or "city" in s) else "choice/listed"
     return "score/page" if "page" in s else "score/age" if "old" in s else "score/outofstock"
 
 
 # the family (index in tasks.FAMILIES) that asks each subtask
-FAMILY_OF = {"noul/stock": 0, "choice/largest": 0, "score/outofstock": 0,
+FAMILY_OF = {"noul/stock": 0, "choice/listed": 0, "score/outofstock": 0,
              "noul/row": 1, "score/page": 1,
              "noul/older": 2, "noul/email": 2, "choice/city": 2, "score/age": 2}
 
@@ -127,8 +127,9 @@ def question_item(text, q, ev):
 
 
 def qty_targets(ev, q):
-    """Per option line, the quantity of its item for inventory choice rows; -100 elsewhere."""
+    """Per option line, the quantity of its item for inventory choice rows when the evidence lists it; -100
+    elsewhere."""
     if q["type"] != "choice" or not isinstance(ev, dict) or "items" not in ev:
         return [-100] * len(J.options_of(q))
     qty = {it["name"]: it["qty"] for it in ev["items"]}
-    return [qty[l] for _, l in J.options_of(q)]
+    return [qty.get(l, -100) for _, l in J.options_of(q)]

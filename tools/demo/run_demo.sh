@@ -22,7 +22,7 @@ export IMPL=${IMPL:-hf} MODE=${MODE:-eager}
 POST=${POST:-150}
 TS=$(( ${END_AT:-585} - $(el) - POST )); [ -n "$TRAIN_SECONDS" ] && TS=$TRAIN_SECONDS
 export TRAIN_SECONDS=$TS W_FLAG=${W_FLAG:-1.0} W_LETTER=${W_LETTER:-0.5} W_QTY=${W_QTY:-0.3} \
-  W_BIND=${W_BIND:-0.5} W_QQTY=${W_QQTY:-0.3} LR=${LR:-2e-3} BATCH=${BATCH:-256} WORKERS=${WORKERS:-4}
+  W_BIND=${W_BIND:-0.5} W_QQTY=${W_QQTY:-0.3} W_QLIST=${W_QLIST:-0.5} LR=${LR:-2e-3} BATCH=${BATCH:-256} WORKERS=${WORKERS:-4}
 echo "training: IMPL=$IMPL MODE=$MODE TRAIN_SECONDS=$TS variants: $VARIANTS"
 for spec in $VARIANTS; do
   name=${spec%%:*}; settings=${spec#*:}

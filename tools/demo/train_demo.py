@@ -6,18 +6,20 @@ end-to-end goldens. Needs torch, transformers 5.17, tokenizers (the device machi
                                  # forward and gradients) and step rates; prints IMPL and BESTMODE lines
   python3 train_demo.py train    # train, export, evaluate, goldens -> $OUT/demo-$VARIANT.tar.gz, $OUT/state-$VARIANT.pt
 
-Why choice questions never trained before, and what this script does about it. Answering a choice row takes a
-two-step circuit: at each option line the model must know whether that option is the right one (for a city:
-its label matches the evidence; for "largest quantity": its item's qty is the largest), and at the answer
-position it must copy the letter of that line. Trained only from the answer letter, the second step gets no
-signal until the first works and the first none until the second does; every run sat at chance. So the
+Why choice questions do not train from the answer alone, and what this script does about it. Answering a
+choice row takes a two-step circuit: at each option line the model must know whether that option is the right
+one (for a city or an inventory item: its label appears in the evidence), and at the answer position it must
+copy the letter of that line. Trained only from the answer letter, the second step gets no signal until the
+first works and the first none until the second does; such runs sit at chance. So the
 training loss here also supervises the circuit's middle, through small linear heads that are thrown away at
 export (the checkpoint is a plain Qwen3_5ForCausalLM):
   - flag: at the last token of every option line (its newline), in the residual stream that enters the last
     layer, a score whose softmax over the row's lines must pick the right option (all three question types);
   - letter: at the same positions, the line's own letter (so the last layer can copy it);
-  - qty: for inventory choice rows, the quantity of the line's item (the lookup that "largest" needs);
+  - qty: for inventory choice rows, the quantity of the line's item where the evidence lists it;
   - question qty: for "is there any X in stock" rows, at the item the question names, its qty or "not listed";
+  - question listed: at the same item, in the stream that leaves the first full-attention layer, whether the
+    evidence lists it at all (the match by token identity that the answer needs first);
   - item binding: at the token that closes each inventory item in the evidence, in an earlier layer's stream,
     the item's name and qty (an item's qty comes after its name in the JSON, so no one position holds both
     until the model carries the name forward to the qty).
@@ -30,14 +32,17 @@ padded to one of two lengths (rows go to the shorter bucket that holds them), so
 CUDA graphs. Evaluation and goldens use transformers itself on the exported bf16 checkpoint, upcast to fp32.
 
 What it learns (testdata/demo-decision/TRAINING-REPORT.json): the circuit forms for every question whose
-answer is a lookup by token identity (the city choice, the email and row questions) and for the score
-questions; the inventory lookups (is there any X in stock, which item has the largest quantity) do not: the
-binding head reaches 1.0 but the option lines' and the question's qty heads stay near chance.
+answer is a lookup by token identity (the city and listed-item choices, the email and row questions, whether
+a stock question's item is listed) and for the score questions. What does not form at this size is a lookup
+of a quantity bound to a name: the binding head reaches 1.0, but the option lines' and the question's qty
+heads stay at 0.3-0.7, so "is there any X in stock" answers "no" for a listed item with qty 0 only sometimes
+(0.95 on the task, most of the misses those), and a choice by the largest quantity (an earlier task) stayed
+at chance in every run (0.28-0.36 over 13,659 steps); tasks.py asks the listed-item choice instead.
 
 Environment: VARIANT (name), TOKDIR (tokenizer folder), EVALFILE (labelled requests, jsonl), HIDDEN, LAYERS,
 HEADS, KV_HEADS, LIN_K_HEADS, LIN_V_HEADS, INTERVAL, BOOST (subtask:probability,...),
 TRAIN_SECONDS, LR, WARMUP, BATCH, MODE (graph | eager), IMPL (mine | hf), W_FLAG, W_LETTER, W_QTY, W_BIND,
-W_QQTY, AUX_LAYER, AUXE_LAYER, RESUME (a state file written by an earlier run), SEED, SMOKE_MODES."""
+W_QQTY, W_QLIST, AUX_LAYER, AUXE_LAYER, AUXQ_LAYER, RESUME (a state file written by an earlier run), SEED, SMOKE_MODES."""
 import bisect, json, math, os, random, shutil, subprocess, sys, tarfile, time, traceback
 import numpy as np
 import torch
@@ -75,7 +80,7 @@ def log(*a):
 import demo_rows as R
 from demo_rows import SUBS, TYPES, TAIL, subtask, row_text, newline_chars, qty_targets
 
-BOOSTS = R.parse_boost(env("BOOST", "choice/city:0.2,choice/largest:0.2"))
+BOOSTS = R.parse_boost(env("BOOST", "choice/city:0.2,choice/listed:0.2"))
 
 
 def draw(r, boost):
@@ -104,7 +109,7 @@ NQTY = 21         # quantities 0..20; class 21 of the question head: the item is
 def encode_row(ev, q, a, text, e):
     """One encoded row (ids, gold, lpos, lqty, sub, items, question), or None if a supervised position cannot be
     located. items: [(token index closing an evidence item, item index, qty)]; question: (token index of the
-    item a stock question names, qty or NQTY) or None."""
+    item a stock question names, qty or NQTY, 1 if the evidence lists it else 0) or None."""
     labels = [l for _, l in J.options_of(q)]
     if len(labels) > MAXL:
         return None
@@ -124,13 +129,13 @@ def encode_row(ev, q, a, text, e):
         t = R.token_at(offs, toks, qi[0], "")
         if t is None:
             return None
-        question = (t, NQTY if qi[1] is None else qi[1])
+        question = (t, NQTY if qi[1] is None else qi[1], int(qi[1] is not None))
     return e.ids, a, pos, qty_targets(ev, q), SUBS.index(subtask(q)), items, question
 
 
 def pack(rows, tpad):
     """Rows right-padded to tpad, as CPU tensors: ids [n,T], last [n], gold [n], nopt [n], lpos [n,MAXL],
-    lmask [n,MAXL], lqty [n,MAXL], sub [n], epos [n,MAXE], ename [n,MAXE], eqty [n,MAXE], qpos [n], qqty [n]
+    lmask [n,MAXL], lqty [n,MAXL], sub [n], epos [n,MAXE], ename [n,MAXE], eqty [n,MAXE], qpos [n], qqty [n], qlst [n]
     (targets -100 where there is none)."""
     n = len(rows)
     ids = np.full((n, tpad), PAD, dtype=np.int64); last = np.zeros(n, dtype=np.int64)
@@ -139,6 +144,7 @@ def pack(rows, tpad):
     lqty = np.full((n, MAXL), -100, dtype=np.int64); sub = np.zeros(n, dtype=np.int64)
     epos = np.zeros((n, MAXE), dtype=np.int64); ename = np.full((n, MAXE), -100, dtype=np.int64)
     eqty = np.full((n, MAXE), -100, dtype=np.int64); qpos = np.zeros(n, dtype=np.int64); qqty = np.full(n, -100, dtype=np.int64)
+    qlst = np.full(n, -100, dtype=np.int64)
     for i, (x, a, pos, qty, s, items, question) in enumerate(rows):
         k = len(pos)
         ids[i, :len(x)] = x; last[i] = len(x) - 1; gold[i] = a; nopt[i] = k
@@ -146,8 +152,8 @@ def pack(rows, tpad):
         for j, (t, name, qn) in enumerate(items):
             epos[i, j] = t; ename[i, j] = name; eqty[i, j] = qn
         if question is not None:
-            qpos[i], qqty[i] = question
-    return tuple(torch.from_numpy(x) for x in (ids, last, gold, nopt, lpos, lmask, lqty, sub, epos, ename, eqty, qpos, qqty))
+            qpos[i], qqty[i], qlst[i] = question
+    return tuple(torch.from_numpy(x) for x in (ids, last, gold, nopt, lpos, lmask, lqty, sub, epos, ename, eqty, qpos, qqty, qlst))
 
 
 def draw_rows(r, k, boost):
@@ -417,6 +423,7 @@ class Heads(nn.Module):
         self.n = nn.LayerNorm(H); self.flag = nn.Linear(H, 1); self.letter = nn.Linear(H, len(J.LETTERS)); self.qty = nn.Linear(H, NQTY)
         self.qqty = nn.Linear(H, NQTY + 1)
         self.ne = nn.LayerNorm(H); self.ename = nn.Linear(H, len(tasks.ITEMS)); self.eqty = nn.Linear(H, NQTY)
+        self.nl = nn.LayerNorm(H); self.qlist = nn.Linear(H, 2)
 
     def forward(self, h):
         h = self.n(h.float())
@@ -424,6 +431,9 @@ class Heads(nn.Module):
 
     def question(self, h):
         return self.qqty(self.n(h.float())).float()
+
+    def listed(self, h):
+        return self.qlist(self.nl(h.float())).float()
 
     def evidence(self, h):
         h = self.ne(h.float())
@@ -449,6 +459,18 @@ def aux_evidence_layer(c):
     return int(env("AUXE_LAYER", str(fulls[-2] - 1 if len(fulls) >= 2 else 0)))
 
 
+def aux_question_layer(c):
+    """The layer whose output must know, at the item a stock question names, whether the evidence lists it: by
+    default the first full-attention layer, which can match the item's token to the evidence's."""
+    fulls = [i for i, t in enumerate(c.layer_types) if t == "full_attention"]
+    return int(env("AUXQ_LAYER", str(fulls[0])))
+
+
+def aux_layers(c):
+    """(option-line layer, evidence layer, question-item layer) the auxiliary heads read."""
+    return aux_layer(c), aux_evidence_layer(c), aux_question_layer(c)
+
+
 def masked_ce(x, t):
     """Mean cross-entropy over targets >= 0 (0 when there are none)."""
     ce = F.cross_entropy(x, t.clamp(min=0), reduction="none")
@@ -457,26 +479,27 @@ def masked_ce(x, t):
 
 
 W_FLAG = float(env("W_FLAG", "1.0")); W_LETTER = float(env("W_LETTER", "0.5")); W_QTY = float(env("W_QTY", "0.3"))
-W_BIND = float(env("W_BIND", "0.5")); W_QQTY = float(env("W_QQTY", "0.3"))
-LOSS_NAMES = ["main", "flag", "letter", "qty", "ename", "eqty", "qqty"]
+W_BIND = float(env("W_BIND", "0.5")); W_QQTY = float(env("W_QQTY", "0.3")); W_QLIST = float(env("W_QLIST", "0.5"))
+LOSS_NAMES = ["main", "flag", "letter", "qty", "ename", "eqty", "qqty", "qlist"]
 
 
-def outputs(net, heads, b, auxl, auxe, letter_idx):
-    ids, last, gold, nopt, lpos, lmask, lqty, sub, epos, ename, eqty, qpos, qqty = b
-    hN, kept = net(ids, keep=(auxl, auxe))
+def outputs(net, heads, b, auxl, auxe, auxq, letter_idx):
+    ids, last, gold, nopt, lpos, lmask, lqty, sub, epos, ename, eqty, qpos, qqty, qlst = b
+    hN, kept = net(ids, keep=(auxl, auxe, auxq))
     H = hN.shape[-1]
     hl = hN.gather(1, last[:, None, None].expand(-1, 1, H)).squeeze(1)
     z = hl.float() @ torch.index_select(net.model.embed_tokens.weight, 0, letter_idx).float().T
     fl, lt, qt = heads(kept[auxl].gather(1, lpos[..., None].expand(-1, -1, H)))
     qq = heads.question(kept[auxl].gather(1, qpos[:, None, None].expand(-1, 1, H)).squeeze(1))
     en, eq = heads.evidence(kept[auxe].gather(1, epos[..., None].expand(-1, -1, H)))
-    return z, fl, lt, qt, qq, en, eq
+    ql = heads.listed(kept[auxq].gather(1, qpos[:, None, None].expand(-1, 1, H)).squeeze(1))
+    return z, fl, lt, qt, qq, en, eq, ql
 
 
-def losses(net, heads, b, auxl, auxe, letter_idx):
-    ids, last, gold, nopt, lpos, lmask, lqty, sub, epos, ename, eqty, qpos, qqty = b
+def losses(net, heads, b, auxl, auxe, auxq, letter_idx):
+    ids, last, gold, nopt, lpos, lmask, lqty, sub, epos, ename, eqty, qpos, qqty, qlst = b
     with torch.autocast(dev, dtype=torch.bfloat16, enabled=dev == "cuda", cache_enabled=False):
-        z, fl, lt, qt, qq, en, eq = outputs(net, heads, b, auxl, auxe, letter_idx)
+        z, fl, lt, qt, qq, en, eq, ql = outputs(net, heads, b, auxl, auxe, auxq, letter_idx)
     ar = torch.arange(z.shape[1], device=z.device)
     main = F.cross_entropy(z.masked_fill(ar[None] >= nopt[:, None], float("-inf")), gold)
     flag = F.cross_entropy(fl.masked_fill(~lmask, float("-inf")), gold)
@@ -486,8 +509,9 @@ def losses(net, heads, b, auxl, auxe, letter_idx):
     bn = masked_ce(en.reshape(-1, en.shape[-1]), ename.reshape(-1))
     bq = masked_ce(eq.reshape(-1, NQTY), eqty.reshape(-1))
     qk = masked_ce(qq, qqty)
-    total = main + W_FLAG * flag + W_LETTER * letter + W_QTY * qty + W_BIND * (bn + bq) + W_QQTY * qk
-    return total, torch.stack([main, flag, letter, qty, bn, bq, qk]).detach()
+    qlk = masked_ce(ql, qlst)
+    total = main + W_FLAG * flag + W_LETTER * letter + W_QTY * qty + W_BIND * (bn + bq) + W_QQTY * qk + W_QLIST * qlk
+    return total, torch.stack([main, flag, letter, qty, bn, bq, qk, qlk]).detach()
 
 
 # ---------------------------------------------------------------- training machinery
@@ -574,8 +598,8 @@ class Probe:
         for i in range(0, len(self.b[0]), 256):
             with torch.autocast(dev, dtype=torch.bfloat16, enabled=dev == "cuda", cache_enabled=False):
                 outs.append(outputs(net, heads, [t[i:i + 256] for t in self.b], *aux, letter_idx))
-        z, fl, lt, qt, qq, en, eq = (torch.cat(x) for x in zip(*outs))
-        ids, last, gold, nopt, lpos, lmask, lqty, sub, epos, ename, eqty, qpos, qqty = self.b
+        z, fl, lt, qt, qq, en, eq, ql = (torch.cat(x) for x in zip(*outs))
+        ids, last, gold, nopt, lpos, lmask, lqty, sub, epos, ename, eqty, qpos, qqty, qlst = self.b
         ar = torch.arange(z.shape[1], device=dev)
         pm = z.masked_fill(ar[None] >= nopt[:, None], float("-inf")).argmax(1) == gold
         pf = fl.masked_fill(~lmask, float("-inf")).argmax(1) == gold
@@ -590,6 +614,7 @@ class Probe:
                 out.append(f"{s} {pm[m].float().mean().item():.2f}/{pf[m].float().mean().item():.2f}")
         return ("answer/flag: " + " ".join(out) + f" | letter {acc(lt.argmax(-1), lines, lmask):.3f} "
                 f"qty {acc(qt.argmax(-1), lqty, lqty >= 0):.3f} question-qty {acc(qq.argmax(-1), qqty, qqty >= 0):.3f} "
+                f"question-listed {acc(ql.argmax(-1), qlst, qlst >= 0):.3f} "
                 f"item-name {acc(en.argmax(-1), ename, ename >= 0):.3f} item-qty {acc(eq.argmax(-1), eqty, eqty >= 0):.3f}")
 
 
@@ -600,7 +625,7 @@ def bucket_samples(buckets, n):
 
 
 def train(net, heads, cfg, buckets, budget):
-    aux = (aux_layer(cfg), aux_evidence_layer(cfg))
+    aux = aux_layers(cfg)
     letter_idx = torch.tensor(LETTER_IDS, device=dev)
     lr0 = float(env("LR", "2e-3")); warm = int(env("WARMUP", "200")); B = int(env("BATCH", "256"))
     mode = env("MODE", "graph") if dev == "cuda" else "eager"
@@ -721,7 +746,7 @@ def smoke():
             opt = make_opt(params, mode == "graph", 1e-4)
             li = torch.tensor(LETTER_IDS, device=dev)
             samples = bucket_samples(buckets, int(env("BATCH", "256")))
-            st = Stepper(n2, h2, opt, (aux_layer(cfg), aux_evidence_layer(cfg)), li, mode, samples)
+            st = Stepper(n2, h2, opt, aux_layers(cfg), li, mode, samples)
             for T, bb in samples.items():
                 p0 = st(bb).clone()
                 torch.cuda.synchronize(); t = time.time()
@@ -744,7 +769,7 @@ def smoke():
         shapes = [tuple(next(its)[0].shape) for _ in range(4)]
         log(f"loader batches: {shapes}")
         h3 = Heads(cfg.hidden_size).to(dev)
-        log(f"probe on the perturbed model: {Probe(tpad)(net, h3, (aux_layer(cfg), aux_evidence_layer(cfg)), torch.tensor(LETTER_IDS, device=dev))}")
+        log(f"probe on the perturbed model: {Probe(tpad)(net, h3, aux_layers(cfg), torch.tensor(LETTER_IDS, device=dev))}")
     except Exception:
         traceback.print_exc(); ok = False; log("loader/probe FAILED")
     print("SMOKE", "ok" if ok else "FAILED", flush=True)
@@ -923,7 +948,8 @@ def main_train():
             "train_seconds_this_run": budget, "resumed_from_steps": prev_steps,
             "config": {k: os.environ[k] for k in ["HIDDEN", "LAYERS", "HEADS", "KV_HEADS", "LIN_K_HEADS", "LIN_V_HEADS",
                                                    "INTERVAL", "LR", "BATCH", "W_FLAG", "W_LETTER", "W_QTY",
-                                                   "BOOST", "W_BIND", "W_QQTY", "AUXE_LAYER", "MODE", "IMPL"] if k in os.environ}}
+                                                   "BOOST", "W_BIND", "W_QQTY", "W_QLIST", "AUXE_LAYER", "AUXQ_LAYER",
+                                                   "MODE", "IMPL"] if k in os.environ}}
     evaluate(ck, info)
     goldens(ck)
     with tarfile.open(os.path.join(OUT, f"demo-{VARIANT}.tar.gz"), "w:gz") as t:

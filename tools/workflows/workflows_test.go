@@ -135,3 +135,61 @@ func TestMacWorkflow(t *testing.T) {
 		t.Errorf("macos.yml: runs mac-test %v, keeps its report %v", runs, kept)
 	}
 }
+
+// TestMacTestPackages: every package tools/mac-test.sh runs with -tags
+// mactest holds a file built only with that tag (what puts the Mac's
+// device or library under test; a package without one would run its
+// emulator tests again and call that the Mac's run), and the daemon's -run
+// pattern names a test that builds with the tag.
+func TestMacTestPackages(t *testing.T) {
+	script, err := os.ReadFile(filepath.Join(root, "tools", "mac-test.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^pkgs=\(([^)]*)\)`).FindSubmatch(script)
+	if m == nil {
+		t.Fatal("tools/mac-test.sh: no pkgs=(...) list")
+	}
+	pkgs := strings.Fields(string(m[1]))
+	if len(pkgs) == 0 {
+		t.Fatal("tools/mac-test.sh: empty pkgs list")
+	}
+	runs := map[string]*regexp.Regexp{}
+	for _, r := range regexp.MustCompile(`\[ "\$p" = (\w+) \] && run=\(-run '([^']+)'\)`).FindAllSubmatch(script, -1) {
+		runs[string(r[1])] = regexp.MustCompile(string(r[2]))
+	}
+	macOnly := regexp.MustCompile(`^//go:build mactest\b`)
+	notMac := regexp.MustCompile(`^//go:build !mactest\b`)
+	testName := regexp.MustCompile(`(?m)^func (Test\w+)\(t \*testing\.T\)`)
+	for _, p := range pkgs {
+		files, err := filepath.Glob(filepath.Join(root, p, "*_test.go"))
+		if err != nil || len(files) == 0 {
+			t.Errorf("mac-test runs ./%s: no test files there (%v)", p, err)
+			continue
+		}
+		hasMacOnly := false
+		var names []string // the tests that build with -tags mactest
+		for _, f := range files {
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hasMacOnly = hasMacOnly || macOnly.Match(src)
+			if notMac.Match(src) {
+				continue
+			}
+			for _, n := range testName.FindAllSubmatch(src, -1) {
+				names = append(names, string(n[1]))
+			}
+		}
+		if !hasMacOnly {
+			t.Errorf("mac-test runs ./%s, which has no mactest-only file", p)
+		}
+		if re := runs[p]; re != nil && !slices.ContainsFunc(names, re.MatchString) {
+			t.Errorf("mac-test runs ./%s with -run %q, which matches none of the tests built with -tags mactest", p, re)
+		}
+	}
+	if runs["daemon"] == nil {
+		t.Error("mac-test.sh no longer narrows ./daemon to its Mac tests")
+	}
+}
