@@ -222,6 +222,7 @@ Quit StartLux
 Switch Model ▸
     ✓ demo
     ---
+    Add Model…
     Open Models Folder…
   Use int8
 ---
