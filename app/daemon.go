@@ -21,6 +21,11 @@ type Daemon interface {
 	// when useInt8 is set, and returns once it serves it (or the switch
 	// failed).
 	Load(ctx context.Context, name string, useInt8 bool) error
+	// Pull has the daemon download a Hub repository ("owner/name" or
+	// "owner/name@revision") into the models folder and switch to it (with
+	// int8 projections when useInt8 is set), and returns once it serves it
+	// (or the pull or the switch failed).
+	Pull(ctx context.Context, repo string, useInt8 bool) error
 }
 
 // IPCDaemon talks to the daemon over its Unix socket. It keeps one
@@ -98,6 +103,14 @@ func (d *IPCDaemon) Models(ctx context.Context) ([]api.ModelEntry, error) {
 func (d *IPCDaemon) Load(ctx context.Context, name string, useInt8 bool) error {
 	if err := d.call(ctx, api.MethodLoad, api.LoadParams{Model: name, Int8: &useInt8}, nil); err != nil {
 		return fmt.Errorf("switch to model %s: %w", name, err)
+	}
+	return nil
+}
+
+// Pull implements [Daemon] with load {"pull": repo}.
+func (d *IPCDaemon) Pull(ctx context.Context, repo string, useInt8 bool) error {
+	if err := d.call(ctx, api.MethodLoad, api.LoadParams{Pull: repo, Int8: &useInt8}, nil); err != nil {
+		return fmt.Errorf("pull %s: %w", repo, err)
 	}
 	return nil
 }
