@@ -29,6 +29,10 @@ const (
 	// CodeModelLoadFailed: the model could not be loaded, so decisions cannot
 	// be served (or a requested switch failed and the old model stays).
 	CodeModelLoadFailed Code = "model_load_failed"
+	// CodePullFailed: a load with pull could not download the checkpoint
+	// from the Hub (the message says why and what to do); the old model
+	// stays.
+	CodePullFailed Code = "pull_failed"
 	// CodeCanceled: the request was abandoned before it finished (its
 	// deadline passed, or the client went away).
 	CodeCanceled Code = "canceled"

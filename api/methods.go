@@ -31,11 +31,22 @@ const (
 // Methods lists the methods in alphabetical order.
 var Methods = [...]string{MethodConfigure, MethodDecide, MethodDecideBatch, MethodLoad, MethodModels, MethodPing, MethodStatus, MethodUnload}
 
-// LoadParams are the load method's params.
+// LoadParams are the load method's params: a model to load, or a Hub
+// repository to pull into the models folder and then load.
 type LoadParams struct {
 	// Model is a name in the models folder, [DemoName] (or "") for the
-	// embedded demo, or an absolute checkpoint directory.
+	// embedded demo, or an absolute checkpoint directory. It must be empty
+	// when Pull is set.
 	Model string `json:"model"`
+	// Pull is a Hugging Face Hub repository, "owner/name[@revision]", to
+	// download into the models folder (as "startlux pull" does) and load;
+	// status reports the download as a [LoadProgress] of phase
+	// [PhasePulling]. A model already pulled from the same commit is
+	// loaded without downloading anything.
+	Pull string `json:"pull,omitempty"`
+	// Name is the pulled model's name in the models folder (default: the
+	// repository's name without its owner); only with Pull.
+	Name string `json:"name,omitempty"`
 	// Int8, when present, loads the model with int8 projections (true) or
 	// float ones (false) and keeps that for later loads; absent, the
 	// setting of the model in service applies.

@@ -18,6 +18,11 @@ const (
 	StateUnloaded = "unloaded"
 )
 
+// PhasePulling is the [LoadProgress] phase of a load that downloads its
+// checkpoint from the Hub first (load with pull); loading and warming
+// follow.
+const PhasePulling = "pulling"
+
 // Status is what the status method returns.
 type Status struct {
 	// State is loading, warming, ready, failed or unloaded.
@@ -135,6 +140,11 @@ type ModelStatus struct {
 	// Int8 is whether the model's large projections run as int8 (W8A8)
 	// products: the model was loaded with int8 on.
 	Int8 bool `json:"int8"`
+	// Calibrated is whether the model runs with its own
+	// decision_config.json; false for a checkpoint without one, which runs
+	// zero-shot with a derived config and whose probabilities are the
+	// model's own, not calibrated (clients show [UncalibratedNote]).
+	Calibrated bool `json:"calibrated"`
 	// Int8Kernel names the backend's int8 kernel ("avx2", "avx512-vnni",
 	// "neon-sdot", "mpp-matmul2d") when Int8 is on.
 	Int8Kernel string `json:"int8_kernel,omitempty"`
@@ -155,16 +165,30 @@ func (m ModelStatus) Int8Summary() string {
 	return "off"
 }
 
+// UncalibratedNote is what status, the menu and the models listing say of
+// a model without a decision_config.json.
+const UncalibratedNote = "uncalibrated (run startlux calibrate)"
+
 // LoadProgress reports a load under way.
 type LoadProgress struct {
 	// Model is the directory being loaded ("" for the embedded demo).
 	Model string `json:"model"`
-	// Phase is loading or warming (the Progress option is also told ready
-	// or failed when a load ends).
+	// Phase is [PhasePulling], loading or warming (the Progress option is
+	// also told ready or failed when a load ends).
 	Phase string `json:"phase"`
-	// Done and Total are bytes of tensors read so far and in all.
+	// Done and Total are bytes of tensors read so far and in all; while
+	// pulling, bytes of the checkpoint's files on disk (what an
+	// interrupted pull left included) and in all.
 	Done  int64 `json:"done"`
 	Total int64 `json:"total"`
+	// Repo is the Hub repository being pulled, File the file being
+	// fetched, Rate the transfer rate in bytes per second over the last
+	// few seconds and ETAS the seconds left at that rate (0: unknown);
+	// only while pulling.
+	Repo string  `json:"repo,omitempty"`
+	File string  `json:"file,omitempty"`
+	Rate float64 `json:"rate,omitempty"`
+	ETAS float64 `json:"eta_s,omitempty"`
 }
 
 // DemoName is the name under which the embedded demo checkpoint is listed
@@ -215,7 +239,8 @@ type ModelEntry struct {
 	// 4-bit (group 64)"; "" when config.json does not say.
 	Quant string `json:"quant,omitempty"`
 	// Calibrated is whether it has a decision_config.json, whose
-	// temperatures its probabilities are read with.
+	// temperatures its probabilities are read with; a model without one
+	// runs zero-shot, uncalibrated ([UncalibratedNote]).
 	Calibrated bool `json:"calibrated"`
 	// Unloadable says why the model cannot be loaded ("" when it can).
 	Unloadable string `json:"unloadable,omitempty"`

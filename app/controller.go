@@ -34,6 +34,9 @@ type System interface {
 	SetLoginItem(ctx context.Context, on bool) error
 	// OpenFolder shows a folder in the file manager, creating it first.
 	OpenFolder(ctx context.Context, dir string) error
+	// AskText asks the user for a line of text in a dialog with a title
+	// and a prompt; ok is false when the user cancelled.
+	AskText(ctx context.Context, title, prompt string) (text string, ok bool, err error)
 	// Stop ends a daemon the app runs as its child (an agent keeps running).
 	Stop() error
 }
@@ -363,6 +366,31 @@ func (c *Controller) Handle(ctx context.Context, action string) error {
 	case action == ActionOpenModels:
 		c.setNotice("")
 		return c.report(ctx, c.sys.OpenFolder(ctx, c.opts.ModelsDir), "open the models folder")
+	case action == ActionAddModel:
+		c.setNotice("")
+		repo, ok, err := c.sys.AskText(ctx, AddModelTitle, AddModelPrompt)
+		if err != nil || !ok {
+			return c.report(ctx, err, "add a model")
+		}
+		repo = strings.TrimSpace(repo)
+		if repo == "" {
+			return c.report(ctx, errors.New("no repository given"), "add a model")
+		}
+		c.mu.Lock()
+		if c.switching != "" {
+			busy := c.switching
+			c.mu.Unlock()
+			return c.report(ctx, fmt.Errorf("already switching to %s", busy), "add a model")
+		}
+		c.switching = repo
+		on := c.settings.Int8
+		c.mu.Unlock()
+		c.Poll(ctx)
+		err = c.daemon.Pull(ctx, repo, on)
+		c.mu.Lock()
+		c.switching = ""
+		c.mu.Unlock()
+		return c.report(ctx, err, "add model "+repo)
 	case action == ActionQuit:
 		err := c.sys.Stop()
 		if c.opts.OnQuit != nil {

@@ -37,6 +37,10 @@ func (f *fakeDaemon) Models(ctx context.Context) ([]api.ModelEntry, error) {
 	return slices.Clone(f.models), f.err
 }
 
+func (f *fakeDaemon) Pull(ctx context.Context, repo string, useInt8 bool) error {
+	return f.Load(ctx, "pull "+repo, useInt8)
+}
+
 func (f *fakeDaemon) Load(ctx context.Context, name string, useInt8 bool) error {
 	f.mu.Lock()
 	f.loads = append(f.loads, name)
@@ -75,6 +79,10 @@ type fakeSystem struct {
 	startErr error
 	notice   string
 	onStart  func()
+	// answer, answerOK and askErr are what AskText returns.
+	answer   string
+	answerOK bool
+	askErr   error
 }
 
 func (f *fakeSystem) record(s string) {
@@ -115,6 +123,11 @@ func (f *fakeSystem) OpenFolder(ctx context.Context, dir string) error {
 	return nil
 }
 
+func (f *fakeSystem) AskText(ctx context.Context, title, prompt string) (string, bool, error) {
+	f.record("ask " + title)
+	return f.answer, f.answerOK, f.askErr
+}
+
 func (f *fakeSystem) Stop() error {
 	f.record("stop")
 	return nil
@@ -129,8 +142,8 @@ func (f *fakeSystem) Calls() []string {
 func TestControllerActions(t *testing.T) {
 	ctx := context.Background()
 	d := &fakeDaemon{
-		status: api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "demo"}},
-		models: []api.ModelEntry{{Name: "demo", Current: true}, {Name: "other"}},
+		status: api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "demo", Calibrated: true}},
+		models: []api.ModelEntry{{Name: "demo", Current: true, Calibrated: true}, {Name: "other", Calibrated: true}},
 	}
 	sys := &fakeSystem{}
 	quit := false
@@ -162,7 +175,7 @@ func TestControllerActions(t *testing.T) {
 		}
 		d.mu.Lock()
 		d.status.Model.Name = name
-		d.models = []api.ModelEntry{{Name: "demo"}, {Name: "other", Current: true}}
+		d.models = []api.ModelEntry{{Name: "demo", Calibrated: true}, {Name: "other", Current: true, Calibrated: true}}
 		d.mu.Unlock()
 		return nil
 	}
@@ -223,7 +236,7 @@ func TestControllerStartsDownDaemon(t *testing.T) {
 	sys.onStart = func() {
 		d.mu.Lock()
 		d.err = nil
-		d.status = api.Status{State: api.StateWarming, Model: api.ModelStatus{Name: "demo"}}
+		d.status = api.Status{State: api.StateWarming, Model: api.ModelStatus{Name: "demo", Calibrated: true}}
 		d.mu.Unlock()
 	}
 	c := New(d, sys, Options{Interval: 10 * time.Millisecond})
@@ -266,5 +279,43 @@ func TestControllerStartTimeout(t *testing.T) {
 	}
 	if txt := c.Menu().Text(); !strings.Contains(txt, "⚠ start the daemon: exec failed") {
 		t.Errorf("menu after a failed start:\n%s", txt)
+	}
+}
+
+// TestControllerAddModel: "Add Model…" asks for a repository and has the
+// daemon pull it; a cancelled dialog does nothing, and a failed dialog or
+// pull shows on the menu.
+func TestControllerAddModel(t *testing.T) {
+	ctx := context.Background()
+	d := &fakeDaemon{status: api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "demo", Calibrated: true}}}
+	sys := &fakeSystem{answer: " Qwen/Qwen3.5-0.8B@main \n", answerOK: true}
+	c := New(d, sys, Options{})
+	c.Poll(ctx)
+	if it, ok := c.Menu().Find(ActionAddModel); !ok || !it.Enabled || it.Title != "Add Model…" {
+		t.Fatalf("Add Model… item: %+v, %v", it, ok)
+	}
+	if err := c.Handle(ctx, ActionAddModel); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.loads; !slices.Equal(got, []string{"pull Qwen/Qwen3.5-0.8B@main"}) {
+		t.Errorf("daemon asked %q, want the pull of the repository typed", got)
+	}
+	sys.answerOK = false
+	if err := c.Handle(ctx, ActionAddModel); err != nil || len(d.loads) != 1 || c.State().Notice != "" {
+		t.Errorf("cancelled: %v, loads %q, notice %q", err, d.loads, c.State().Notice)
+	}
+	sys.askErr = errNoDialog
+	if err := c.Handle(ctx, ActionAddModel); err == nil || !strings.Contains(c.State().Notice, "no dialog program") {
+		t.Errorf("no dialog: %v, notice %q", err, c.State().Notice)
+	}
+	sys.askErr, sys.answerOK, sys.answer = nil, true, "owner/moe"
+	d.loadFn = func(string) error {
+		return &api.Error{Code: api.CodePullFailed, Message: "pull owner/moe@main: mixture-of-experts"}
+	}
+	if err := c.Handle(ctx, ActionAddModel); err == nil || !strings.Contains(c.State().Notice, "add model owner/moe: pull_failed: pull owner/moe@main: mixture-of-experts") {
+		t.Errorf("failed pull: %v, notice %q", err, c.State().Notice)
+	}
+	if calls := sys.Calls(); len(calls) != 4 || calls[0] != "ask "+AddModelTitle {
+		t.Errorf("system calls %q", calls)
 	}
 }

@@ -28,6 +28,11 @@ type Daemon interface {
 	// SetIdleUnload sets how long the daemon waits without a decision
 	// before it unloads the model (0: never).
 	SetIdleUnload(ctx context.Context, d time.Duration) error
+	// Pull has the daemon download a Hub repository ("owner/name" or
+	// "owner/name@revision") into the models folder and switch to it (with
+	// int8 projections when useInt8 is set), and returns once it serves it
+	// (or the pull or the switch failed).
+	Pull(ctx context.Context, repo string, useInt8 bool) error
 }
 
 // IPCDaemon talks to the daemon over its Unix socket. It keeps one
@@ -122,6 +127,14 @@ func (d *IPCDaemon) SetIdleUnload(ctx context.Context, dur time.Duration) error 
 	s := dur.Seconds()
 	if err := d.call(ctx, api.MethodConfigure, api.ConfigureParams{IdleUnloadS: &s}, nil); err != nil {
 		return fmt.Errorf("set idle unload to %v: %w", dur, err)
+	}
+	return nil
+}
+
+// Pull implements [Daemon] with load {"pull": repo}.
+func (d *IPCDaemon) Pull(ctx context.Context, repo string, useInt8 bool) error {
+	if err := d.call(ctx, api.MethodLoad, api.LoadParams{Pull: repo, Int8: &useInt8}, nil); err != nil {
+		return fmt.Errorf("pull %s: %w", repo, err)
 	}
 	return nil
 }

@@ -126,8 +126,8 @@ func TestMacTrayMenu(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := &fakeDaemon{
-		status: api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "demo", Backend: "metal"}, RequestsServed: 3},
-		models: []api.ModelEntry{{Name: "demo", Current: true}, {Name: "other"}},
+		status: api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "demo", Backend: "metal", Calibrated: true}, RequestsServed: 3},
+		models: []api.ModelEntry{{Name: "demo", Current: true, Calibrated: true}, {Name: "other", Calibrated: true}},
 	}
 	sys := &fakeSystem{}
 	ctx, cancel := context.WithCancel(context.Background())

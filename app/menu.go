@@ -47,6 +47,15 @@ const (
 	// ActionIdleUnload is followed by ":" and a Go duration ("30m0s";
 	// "0s": never).
 	ActionIdleUnload = "idle-unload"
+	// ActionAddModel asks for a Hub repository and has the daemon pull
+	// and load it.
+	ActionAddModel = "add-model"
+)
+
+// The dialog "Add Model…" opens.
+const (
+	AddModelTitle  = "Add Model"
+	AddModelPrompt = "Hugging Face repository to download and use (owner/name, optionally @revision), such as Qwen/Qwen3.5-0.8B:"
 )
 
 // UseAction returns the action that switches to the named model.
@@ -118,7 +127,9 @@ func BuildMenu(s MenuState) Menu {
 			what = "Warming up"
 		}
 		line := fmt.Sprintf("Daemon %s %s…", strings.ToLower(what), modelLabel(st))
-		if p := st.Progress; p != nil && p.Total > 0 && st.State == api.StateLoading {
+		if p := st.Progress; p != nil && p.Phase == api.PhasePulling {
+			line = pullLine(p)
+		} else if p != nil && p.Total > 0 && st.State == api.StateLoading {
 			line += fmt.Sprintf(" %d%%", p.Done*100/p.Total)
 		}
 		info("%s", line)
@@ -145,10 +156,17 @@ func BuildMenu(s MenuState) Menu {
 		info("%s", truncate(st.Memory.Note, 80))
 	}
 	if up && st.State != api.StateFailed && st.State != api.StateLoading && st.State != api.StateUnloaded {
-		info("Model: %s", modelLabel(st))
+		if st.Model.Name != "" && !st.Model.Calibrated {
+			info("Model: %s — %s", modelLabel(st), api.UncalibratedNote)
+		} else {
+			info("Model: %s", modelLabel(st))
+		}
 		if s.Switching != "" {
 			info("Switching to %s…", s.Switching)
-		} else if p := st.Progress; p != nil {
+		}
+		if p := st.Progress; p != nil && p.Phase == api.PhasePulling {
+			info("%s", pullLine(p))
+		} else if p := st.Progress; p != nil && s.Switching == "" {
 			// A switch asked for elsewhere (startlux use): the old model
 			// serves while the new one loads.
 			name := p.Model
@@ -200,8 +218,11 @@ func BuildMenu(s MenuState) Menu {
 	var models []Item
 	for _, m := range s.Models {
 		title := m.Name
-		if m.Unloadable != "" { // listed so the user sees it, but it cannot be switched to
+		switch {
+		case m.Unloadable != "": // listed so the user sees it, but it cannot be switched to
 			title += " (not loadable)"
+		case !m.Calibrated:
+			title += " — " + api.UncalibratedNote
 		}
 		models = append(models, Item{
 			Action:    UseAction(m.Name),
@@ -218,7 +239,9 @@ func BuildMenu(s MenuState) Menu {
 		}
 		models = append(models, Item{Title: title})
 	}
-	models = append(models, Item{Separator: true}, Item{Action: ActionOpenModels, Title: "Open Models Folder…", Enabled: true})
+	models = append(models, Item{Separator: true},
+		Item{Action: ActionAddModel, Title: "Add Model…", Enabled: up && s.Switching == ""},
+		Item{Action: ActionOpenModels, Title: "Open Models Folder…", Enabled: true})
 	items = append(items, Item{Title: "Switch Model", Enabled: true, Children: models})
 	items = append(items, Item{Action: ActionInt8, Title: "Use int8", Enabled: up && s.Switching == "" && st.State != api.StateLoading,
 		Checkable: true, Checked: s.Int8})
@@ -321,4 +344,17 @@ func (m Menu) Text() string {
 	}
 	walk(m.Items, "")
 	return b.String()
+}
+
+// pullLine says how far a pull in the daemon is: the repository, the bytes
+// so far and in all, and the rate.
+func pullLine(p *api.LoadProgress) string {
+	line := fmt.Sprintf("Downloading %s…", p.Repo)
+	if p.Total > 0 {
+		line += fmt.Sprintf(" %d%% of %s", p.Done*100/p.Total, FormatBytes(p.Total))
+	}
+	if p.Rate > 0 {
+		line += fmt.Sprintf(" · %s/s", FormatBytes(int64(p.Rate)))
+	}
+	return line
 }

@@ -58,7 +58,7 @@ func TestFormatBytesMatchesValue(t *testing.T) {
 func TestBuildMenu(t *testing.T) {
 	ready := api.Status{
 		State:          api.StateReady,
-		Model:          api.ModelStatus{Name: "demo", Backend: "cpu"},
+		Model:          api.ModelStatus{Name: "demo", Backend: "cpu", Calibrated: true},
 		SnapshotBytes:  3 << 20,
 		SnapshotLimit:  512 << 20,
 		Memory:         api.MemoryStatus{Resident: 150 << 20, Weights: 8 << 20, Cache: 3 << 20, CacheLimit: 512 << 20, Scratch: 1 << 20, ScratchLimit: 1 << 30},
@@ -68,7 +68,7 @@ func TestBuildMenu(t *testing.T) {
 	}
 	idleSince := "2026-03-01T14:05:00Z"
 	idleSinceLocal := func() string { t, _ := time.Parse(time.RFC3339, idleSince); return t.Local().Format("15:04") }()
-	models := []api.ModelEntry{{Name: "demo", Embedded: true, Current: true}, {Name: "big", Path: "/m/big"}}
+	models := []api.ModelEntry{{Name: "demo", Embedded: true, Current: true, Calibrated: true}, {Name: "big", Path: "/m/big", Calibrated: true}}
 	down := errors.New("no daemon is listening")
 	tests := []struct {
 		name  string
@@ -96,6 +96,7 @@ Switch Model ▸
     ✓ demo
       big
     ---
+    Add Model…
     Open Models Folder…
   Use int8
 ---
@@ -111,6 +112,7 @@ Start Daemon
 Switch Model ▸
     [Start the daemon to list models]
     ---
+    [Add Model…]
     Open Models Folder…
   [Use int8]
 ---
@@ -126,6 +128,7 @@ Quit StartLux
 Switch Model ▸
     [Start the daemon to list models]
     ---
+    [Add Model…]
     Open Models Folder…
   [Use int8]
 ---
@@ -146,6 +149,7 @@ Unload When Idle ▸
 Switch Model ▸
     [No models listed]
     ---
+    Add Model…
     Open Models Folder…
   [Use int8]
 ---
@@ -176,6 +180,7 @@ Switch Model ▸
     ✓ [demo]
       [big]
     ---
+    [Add Model…]
     Open Models Folder…
 ✓ [Use int8]
 ---
@@ -210,6 +215,7 @@ Switch Model ▸
     ✓ demo
       big
     ---
+    Add Model…
     Open Models Folder…
   Use int8
 ---
@@ -234,6 +240,7 @@ Switch Model ▸
     ✓ demo
       big
     ---
+    Add Model…
     Open Models Folder…
   Use int8
 ---
@@ -269,6 +276,7 @@ Switch Model ▸
     ✓ demo
       big
     ---
+    Add Model…
     Open Models Folder…
   Use int8
 ---
@@ -293,6 +301,7 @@ Switch Model ▸
     ✓ demo
       big
     ---
+    Add Model…
     Open Models Folder…
   [Use int8]
 ---
@@ -326,6 +335,7 @@ Switch Model ▸
     ✓ demo
       big
     ---
+    Add Model…
     Open Models Folder…
   Use int8
 ---
@@ -359,6 +369,7 @@ Unload When Idle ▸
 Switch Model ▸
     ✓ demo
     ---
+    Add Model…
     Open Models Folder…
   Use int8
 ---
@@ -382,6 +393,7 @@ Switch Model ▸
     ✓ demo
       big
     ---
+    Add Model…
     Open Models Folder…
   Use int8
 ---
@@ -402,7 +414,7 @@ Quit StartLux
 }
 
 func TestMenuFind(t *testing.T) {
-	m := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x"}}})
+	m := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x", Calibrated: true}}})
 	if it, ok := m.Find(UseAction("x")); !ok || it.Title != "x" || !it.Enabled {
 		t.Errorf("Find(use:x) = %+v, %v", it, ok)
 	}
@@ -412,9 +424,12 @@ func TestMenuFind(t *testing.T) {
 }
 
 func TestMenuUnloadableModel(t *testing.T) {
-	m := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x"}, {Name: "chat", Unloadable: "uncalibrated"}}})
-	if it, ok := m.Find(UseAction("chat")); !ok || it.Enabled || it.Title != "chat (not loadable)" {
-		t.Errorf("Find(use:chat) = %+v, %v; want a disabled item that says it cannot be loaded", it, ok)
+	m := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x", Calibrated: true}, {Name: "bad", Unloadable: "mixture-of-experts"}, {Name: "chat"}}})
+	if it, ok := m.Find(UseAction("bad")); !ok || it.Enabled || it.Title != "bad (not loadable)" {
+		t.Errorf("Find(use:bad) = %+v, %v; want a disabled item that says it cannot be loaded", it, ok)
+	}
+	if it, ok := m.Find(UseAction("chat")); !ok || !it.Enabled || it.Title != "chat — uncalibrated (run startlux calibrate)" {
+		t.Errorf("Find(use:chat) = %+v, %v; want an enabled item marked uncalibrated", it, ok)
 	}
 	if it, ok := m.Find(UseAction("x")); !ok || !it.Enabled {
 		t.Errorf("Find(use:x) = %+v, %v", it, ok)
@@ -422,9 +437,9 @@ func TestMenuUnloadableModel(t *testing.T) {
 }
 
 func TestFlattenShape(t *testing.T) {
-	a := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x"}}})
-	b := BuildMenu(MenuState{Status: api.Status{State: api.StateReady, SnapshotBytes: 99}, Models: []api.ModelEntry{{Name: "y", Current: true}}, LoginItem: true})
-	c := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x"}, {Name: "y"}}})
+	a := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x", Calibrated: true}}})
+	b := BuildMenu(MenuState{Status: api.Status{State: api.StateReady, SnapshotBytes: 99}, Models: []api.ModelEntry{{Name: "y", Current: true, Calibrated: true}}, LoginItem: true})
+	c := BuildMenu(MenuState{Status: api.Status{State: api.StateReady}, Models: []api.ModelEntry{{Name: "x", Calibrated: true}, {Name: "y", Calibrated: true}}})
 	fa, fb, fc := flatten(a.Items), flatten(b.Items), flatten(c.Items)
 	if shapeOf(fa) != shapeOf(fb) {
 		t.Errorf("titles and checks changed the shape")
@@ -438,6 +453,34 @@ func TestFlattenShape(t *testing.T) {
 		}
 		if f.parent >= 0 && len(fa[f.parent].Children) == 0 {
 			t.Errorf("item %d's parent %d has no children", i, f.parent)
+		}
+	}
+}
+
+// TestMenuUncalibratedModel: a model served zero-shot is marked as such in
+// the status part of the menu.
+func TestMenuUncalibratedModel(t *testing.T) {
+	st := api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "chat", Backend: "cpu"}}
+	text := BuildMenu(MenuState{Status: st}).Text()
+	if !strings.Contains(text, "[Model: chat — uncalibrated (run startlux calibrate)]") {
+		t.Errorf("menu of an uncalibrated model:\n%s", text)
+	}
+	st.Model.Calibrated = true
+	if text := BuildMenu(MenuState{Status: st}).Text(); strings.Contains(text, "uncalibrated") {
+		t.Errorf("menu of a calibrated model:\n%s", text)
+	}
+}
+
+// TestMenuPulling: a pull in the daemon shows its repository, percentage,
+// total and rate, whether a model serves meanwhile or not.
+func TestMenuPulling(t *testing.T) {
+	p := &api.LoadProgress{Model: "/m/q", Phase: api.PhasePulling, Repo: "Qwen/Qwen3.5-0.8B", Done: 1 << 29, Total: 1 << 31, Rate: 12 << 20}
+	serving := api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "demo", Calibrated: true}, Progress: p}
+	first := api.Status{State: api.StateLoading, Progress: p}
+	for _, st := range []api.Status{serving, first} {
+		text := BuildMenu(MenuState{Status: st, Switching: "Qwen/Qwen3.5-0.8B"}).Text()
+		if !strings.Contains(text, "[Downloading Qwen/Qwen3.5-0.8B… 25% of 2.0 GiB · 12 MiB/s]") || !strings.Contains(text, "[Add Model…]") {
+			t.Errorf("state %s:\n%s", st.State, text)
 		}
 	}
 }

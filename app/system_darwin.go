@@ -298,6 +298,11 @@ func (s *DarwinSystem) OpenFolder(ctx context.Context, dir string) error {
 	return openFolder(dir, "/usr/bin/open")
 }
 
+// AskText implements [System] with AppleScript's display dialog.
+func (s *DarwinSystem) AskText(ctx context.Context, title, prompt string) (string, bool, error) {
+	return askWith(ctx, []dialogCommand{macDialog}, exec.LookPath, title, prompt)
+}
+
 // Stop implements [System].
 func (s *DarwinSystem) Stop() error { return s.child.stop() }
 

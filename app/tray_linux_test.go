@@ -193,8 +193,8 @@ func TestLinuxTrayOverDBus(t *testing.T) {
 	}
 
 	d := &fakeDaemon{
-		status: api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "demo", Backend: "cpu"}, SnapshotLimit: 64 << 20},
-		models: []api.ModelEntry{{Name: "demo", Current: true}, {Name: "other"}},
+		status: api.Status{State: api.StateReady, Model: api.ModelStatus{Name: "demo", Backend: "cpu", Calibrated: true}, SnapshotLimit: 64 << 20},
+		models: []api.ModelEntry{{Name: "demo", Current: true, Calibrated: true}, {Name: "other", Calibrated: true}},
 	}
 	var loadMu sync.Mutex
 	d.loadFn = func(name string) error {
@@ -296,7 +296,7 @@ func TestLinuxTrayOverDBus(t *testing.T) {
 
 	// A new model changes the menu's shape: the tray rebuilds it.
 	d.mu.Lock()
-	d.models = append(d.models, api.ModelEntry{Name: "third"})
+	d.models = append(d.models, api.ModelEntry{Name: "third", Calibrated: true})
 	d.mu.Unlock()
 	root = waitMenu("after a model appeared", func(s string) bool { return strings.Contains(s, "  third") })
 

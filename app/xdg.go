@@ -224,6 +224,11 @@ func (s *XDGSystem) OpenFolder(ctx context.Context, dir string) error {
 	return openFolder(dir, "xdg-open")
 }
 
+// AskText implements [System] with zenity, or kdialog.
+func (s *XDGSystem) AskText(ctx context.Context, title, prompt string) (string, bool, error) {
+	return askWith(ctx, linuxDialogs, exec.LookPath, title, prompt)
+}
+
 // Stop implements [System].
 func (s *XDGSystem) Stop() error { return s.child.stop() }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/hub"
 	"github.com/startlux/startlux/internal/sysmem"
 	"github.com/startlux/startlux/value"
 )
@@ -94,6 +95,11 @@ type Options struct {
 	// IdleUnload unloads the model once no decision has come for this
 	// long (0: never); the next decision loads it again.
 	IdleUnload time.Duration
+	// Hub makes the client a load with pull downloads through; nil means
+	// one configured from HF_ENDPOINT and HF_TOKEN in the environment.
+	Hub func() (*hub.Client, error)
+	// PullOptions tune those downloads (tests set FreeSpace and Now).
+	PullOptions hub.PullOptions
 	// MaxDeviceFaults is how many batches in a row may fail on the GPU
 	// (tensor.ErrDeviceFault) before the model is reloaded on the loader's
 	// fallback backend (default DefaultMaxDeviceFaults).

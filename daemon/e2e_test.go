@@ -456,3 +456,55 @@ func TestEndToEndNonFiniteAnswer(t *testing.T) {
 		t.Errorf("decide_batch item on NaN weights: %s (%v)", js, err)
 	}
 }
+
+// TestEndToEndZeroShot switches a real daemon from the demo model to
+// tiny-qwen35, a chat checkpoint without a decision config, by its name in
+// the models folder, and checks that status says which one is calibrated,
+// that the listing agrees, and that the zero-shot model answers.
+func TestEndToEndZeroShot(t *testing.T) {
+	ctx := context.Background()
+	chat, err := filepath.Abs(filepath.Join("..", "testdata", "tiny-qwen35"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	models := t.TempDir()
+	if err := os.Symlink(chat, filepath.Join(models, "chat")); err != nil {
+		t.Fatal(err)
+	}
+	path := startRun(t, RunOptions{Daemon: Options{Load: DecideLoader(LoaderOptions{}), ModelsDir: models, NoWarmup: true}})
+	c := dial(t, path)
+	var st api.Status
+	waitFor(t, func() bool {
+		if err := c.Call(ctx, api.MethodStatus, nil, &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.State == api.StateReady
+	})
+	if !st.Model.Calibrated {
+		t.Errorf("the demo model is reported uncalibrated: %+v", st.Model)
+	}
+	if err := c.Call(ctx, api.MethodLoad, api.LoadParams{Model: "chat"}, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Model.Name != "chat" || st.Model.Calibrated {
+		t.Errorf("after load chat: %+v, want chat, uncalibrated", st.Model)
+	}
+	if err := c.Call(ctx, api.MethodStatus, nil, &st); err != nil || st.Model.Calibrated {
+		t.Errorf("status of the zero-shot model: %+v, %v", st.Model, err)
+	}
+	var list []api.ModelEntry
+	if err := c.Call(ctx, api.MethodModels, nil, &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 || !list[0].Calibrated || list[1].Name != "chat" || list[1].Calibrated || !list[1].Current || list[1].Unloadable != "" {
+		t.Errorf("models: %+v", list)
+	}
+	var resp api.Response
+	req := `{"evidence": {"a": 1}, "questions": {"q": {"type": "noul", "instructions": "Is a one?"}}}`
+	if err := c.Call(ctx, api.MethodDecide, params(t, req), &resp); err != nil {
+		t.Fatal(err)
+	}
+	if a := resp.Answers.Get("q"); a == nil || len(a.Probs) != 3 {
+		t.Errorf("zero-shot answer: %+v", resp)
+	}
+}

@@ -185,7 +185,7 @@ func (l *decideLoader) openEngine(dir string, be tensor.Backend, useInt8 bool, p
 func modelStatus(e *decide.Engine, be tensor.Backend) api.ModelStatus {
 	info := e.Info()
 	st := api.ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend,
-		Int8: info.Int8 != "", Int8Kernel: info.Int8}
+		Int8: info.Int8 != "", Int8Kernel: info.Int8, Calibrated: !info.Derived}
 	if _, err := model.Int8Kernel(be); err != nil {
 		st.Int8Unavailable = strings.TrimPrefix(err.Error(), "int8: ")
 	}

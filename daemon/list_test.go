@@ -70,6 +70,12 @@ func TestListModelsDescribes(t *testing.T) {
 	dc, _ := os.ReadFile(filepath.Join(td, "demo-decision", "decision_config.json"))
 	os.WriteFile(filepath.Join(moe, "decision_config.json"), dc, 0o644)
 
+	// A chat checkpoint without a tokenizer: nothing to run it with.
+	notok := filepath.Join(models, "notok")
+	os.Mkdir(notok, 0o755)
+	chatCfg, _ := os.ReadFile(filepath.Join(td, "tiny-qwen35", "config.json"))
+	os.WriteFile(filepath.Join(notok, "config.json"), chatCfg, 0o644)
+
 	list, err := ListModels(models)
 	if err != nil {
 		t.Fatal(err)
@@ -77,10 +83,11 @@ func TestListModelsDescribes(t *testing.T) {
 	want := []api.ModelEntry{
 		{Name: api.DemoName, Embedded: true, Quant: "bf16", Calibrated: true},
 		{Name: "calibrated", Quant: "bf16", Calibrated: true, Bytes: dirBytes(t, filepath.Join(td, "demo-decision"))},
-		{Name: "mlx", Quant: "MLX 4-bit (group 32)", Unloadable: Uncalibrated, Bytes: dirBytes(t, filepath.Join(td, "tiny-qwen35-mlx-4bit"))},
+		{Name: "mlx", Quant: "MLX 4-bit (group 32)", Bytes: dirBytes(t, filepath.Join(td, "tiny-qwen35-mlx-4bit"))},
 		{Name: "moe", Calibrated: true, Unloadable: "mixture-of-experts"},
+		{Name: "notok", Quant: "bf16", Unloadable: "no tokenizer.json"},
 		{Name: "pointer", Quant: "bf16", Calibrated: true, Bytes: dirBytes(t, filepath.Join(td, "tiny-pointer"))},
-		{Name: "pulled", Quant: "bf16", Unloadable: Uncalibrated, Source: "owner/tiny", Revision: "main", Commit: src.Commit,
+		{Name: "pulled", Quant: "bf16", Source: "owner/tiny", Revision: "main", Commit: src.Commit,
 			Bytes: (&src).Bytes()},
 	}
 	if len(list) != len(want) {

@@ -216,9 +216,19 @@ func (d *Daemon) loadFailed(dir string, err error) error {
 	if what == "" {
 		what = "the embedded demo model"
 	}
+	d.recordFailure(dir, fmt.Sprintf("load %s: %v", what, err))
+	if errors.Is(err, errStopping) {
+		return api.Errorf(api.CodeShuttingDown, "load %s: %v", what, err)
+	}
+	return api.Errorf(api.CodeModelLoadFailed, "load %s: %v", what, err)
+}
+
+// recordFailure puts msg in status as the last load's error, ends the
+// load's progress and fails the waiting decisions when no model serves.
+func (d *Daemon) recordFailure(dir, msg string) {
 	d.mu.Lock()
 	d.progress = nil
-	d.loadErr = fmt.Sprintf("load %s: %v", what, err)
+	d.loadErr = msg
 	if d.cur == nil {
 		d.state = api.StateFailed
 		d.changedLocked()
@@ -226,10 +236,6 @@ func (d *Daemon) loadFailed(dir string, err error) error {
 	d.mu.Unlock()
 	d.nudge() // queued decisions fail now if there is no model at all
 	d.report(api.LoadProgress{Model: dir, Phase: api.StateFailed})
-	if errors.Is(err, errStopping) {
-		return api.Errorf(api.CodeShuttingDown, "load %s: %v", what, err)
-	}
-	return api.Errorf(api.CodeModelLoadFailed, "load %s: %v", what, err)
 }
 
 // release drops a reference; a retired model is closed with its last one.

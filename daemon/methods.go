@@ -134,15 +134,37 @@ func WireResponse(r *decide.Response) *api.Response {
 func (d *Daemon) serveLoad(ctx context.Context, params msgpack.RawMessage) (any, error) {
 	var p struct {
 		Model *string `json:"model"`
+		Pull  string  `json:"pull"`
+		Name  string  `json:"name"`
 		Int8  *bool   `json:"int8"`
 	}
 	if len(params) > 0 {
 		if err := ipc.Unmarshal(params, &p); err != nil {
-			return nil, api.Errorf(api.CodeInvalidParams, "load: params must be {model: string, int8: bool}: %v", err)
+			return nil, api.Errorf(api.CodeInvalidParams, "load: params must be {model: string, int8: bool} or {pull: string, name: string, int8: bool}: %v", err)
 		}
 	}
+	switch {
+	case p.Pull != "" && p.Model != nil && *p.Model != "":
+		return nil, api.Errorf(api.CodeInvalidParams, "load: model and pull exclude each other: give the model to load, or the repository to pull")
+	case p.Pull == "" && p.Name != "":
+		return nil, api.Errorf(api.CodeInvalidParams, "load: name is only for pull (the name a pulled model gets)")
+	}
+	useInt8 := d.Int8()
+	if p.Int8 != nil {
+		useInt8 = *p.Int8
+	}
+	if p.Pull != "" {
+		ref, dest, err := d.pullTarget(api.LoadParams{Pull: p.Pull, Name: p.Name})
+		if err != nil {
+			return nil, err
+		}
+		if err := d.Pull(ctx, ref, dest, useInt8); err != nil {
+			return nil, err
+		}
+		return d.Status(), nil
+	}
 	if p.Model == nil {
-		return nil, api.Errorf(api.CodeInvalidParams, "load: params must be {model: NAME_OR_DIR} (\"demo\" for the embedded model); none given")
+		return nil, api.Errorf(api.CodeInvalidParams, "load: params must be {model: NAME_OR_DIR} (\"demo\" for the embedded model) or {pull: REPO}; none given")
 	}
 	model := *p.Model
 	if (strings.ContainsRune(model, filepath.Separator) || model == "." || model == "..") && !filepath.IsAbs(model) {
@@ -151,10 +173,6 @@ func (d *Daemon) serveLoad(ctx context.Context, params msgpack.RawMessage) (any,
 	dir, err := ResolveModel(model, d.opts.ModelsDir)
 	if err != nil {
 		return nil, api.Errorf(api.CodeInvalidParams, "load: %v", err)
-	}
-	useInt8 := d.Int8()
-	if p.Int8 != nil {
-		useInt8 = *p.Int8
 	}
 	if err := d.Switch(ctx, dir, useInt8); err != nil {
 		return nil, err

@@ -17,15 +17,11 @@ import (
 	"github.com/startlux/startlux/model"
 )
 
-// Uncalibrated is what the listing says of a model without a
-// decision_config.json (a plain chat checkpoint pulled from the Hub): the
-// engine cannot run it until zero-shot use exists.
-const Uncalibrated = "uncalibrated / zero-shot (not yet loadable): no decision_config.json"
-
 // ListModels returns the embedded demo followed by the models found
 // directly inside dir, by name: the checkpoints, and the directories that
-// hold a config.json without a decision config (listed with
-// [Uncalibrated]). Names starting with '.' (pulls in progress) are skipped.
+// hold a config.json but are no checkpoint (listed as unloadable, saying
+// why). A model without a decision config is listed uncalibrated. Names
+// starting with '.' (pulls in progress) are skipped.
 // Each entry says where the model came from, its size, how its weights are
 // stored and whether it is calibrated. A missing dir lists just the demo.
 func ListModels(dir string) ([]api.ModelEntry, error) {
@@ -50,7 +46,10 @@ func ListModels(dir string) ([]api.ModelEntry, error) {
 			if fi, err := os.Stat(filepath.Join(p, "config.json")); err != nil || !fi.Mode().IsRegular() {
 				continue
 			}
-			m.Unloadable = Uncalibrated
+			m.Unloadable = "not a checkpoint: a checkpoint is " + decide.CheckpointRule
+			if _, err := os.Stat(filepath.Join(p, decide.ConfigFile)); errors.Is(err, fs.ErrNotExist) {
+				m.Unloadable = "no " + decide.ConfigFile + ", and no tokenizer.json to run it zero-shot with"
+			}
 		}
 		describeModel(os.DirFS(p), p, &m)
 		found = append(found, m)
@@ -108,10 +107,10 @@ func ResolveModel(arg, modelsDir string) (string, error) {
 		return dir, nil
 	}
 	dir := filepath.Join(modelsDir, arg)
-	if fi, err := os.Stat(filepath.Join(dir, "config.json")); err == nil && fi.Mode().IsRegular() && !decide.IsCheckpoint(dir) {
-		return "", fmt.Errorf("model %q in %s has no decision_config.json: it is %s", arg, modelsDir, Uncalibrated[:strings.Index(Uncalibrated, ":")])
-	}
 	if !decide.IsCheckpoint(dir) {
+		if _, err := os.Stat(dir); err == nil {
+			return "", fmt.Errorf("model %q in %s is not a checkpoint (a checkpoint is %s)", arg, modelsDir, decide.CheckpointRule)
+		}
 		return "", fmt.Errorf("no model %q in %s (a checkpoint is %s; \"startlux models\" lists them)", arg, modelsDir, decide.CheckpointRule)
 	}
 	return dir, nil

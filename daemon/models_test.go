@@ -19,6 +19,14 @@ func TestResolveModel(t *testing.T) {
 	half := filepath.Join(models, "half")
 	os.Mkdir(half, 0o755)
 	os.WriteFile(filepath.Join(half, "config.json"), []byte("{}"), 0o644)
+	chat := filepath.Join(models, "zchat") // zero-shot: no decision config
+	os.Mkdir(chat, 0o755)
+	chatCfg, err := os.ReadFile(filepath.Join("..", "testdata", "tiny-qwen35", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(chat, "config.json"), chatCfg, 0o644)
+	os.WriteFile(filepath.Join(chat, "tokenizer.json"), []byte("{}"), 0o644)
 	cases := []struct {
 		arg, want, err string
 	}{
@@ -26,7 +34,9 @@ func TestResolveModel(t *testing.T) {
 		{"demo", "", ""},
 		{"good", good, ""},
 		{good, good, ""},
-		{"half", "", "has no decision_config.json: it is uncalibrated"},
+		{"half", "", `model "half" in ` + models + " is not a checkpoint"},
+		{"zchat", chat, ""},
+		{chat, chat, ""},
 		{half, "", "is not a checkpoint"},
 		{"missing", "", "startlux models"},
 	}
@@ -40,7 +50,8 @@ func TestResolveModel(t *testing.T) {
 		}
 	}
 	list, err := ListModels(models)
-	if err != nil || len(list) != 3 || list[0].Name != api.DemoName || !list[0].Embedded || list[1].Path != good || list[2].Unloadable != Uncalibrated {
+	if err != nil || len(list) != 4 || list[0].Name != api.DemoName || !list[0].Embedded || list[1].Path != good ||
+		!strings.Contains(list[2].Unloadable, "no tokenizer.json") || list[3].Path != chat || list[3].Unloadable != "" || list[3].Calibrated {
 		t.Errorf("ListModels = %+v, %v", list, err)
 	}
 	if list, err := ListModels(filepath.Join(models, "none")); err != nil || len(list) != 1 {

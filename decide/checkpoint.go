@@ -3,12 +3,13 @@ package decide
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
 
 // CheckpointRule says what a decision checkpoint is, for messages.
-const CheckpointRule = "a directory with " + ConfigFile + " and the model's config.json, beside it (jevfmt/1) or in the base directory it names (pointer/1)"
+const CheckpointRule = "a directory with " + ConfigFile + " and the model's config.json, beside it (jevfmt/1) or in the base directory it names (pointer/1), or with no " + ConfigFile + " a config.json and a tokenizer.json (run zero-shot)"
 
 // ErrNotCheckpoint is what [CheckCheckpoint] says of a directory that holds
 // no decision checkpoint.
@@ -21,7 +22,14 @@ var ErrNotCheckpoint = errors.New("not a checkpoint")
 // config.json is where it says, loading nothing.
 func CheckCheckpoint(dir string) error {
 	notOne := fmt.Errorf("%s is %w (%s)", dir, ErrNotCheckpoint, CheckpointRule)
+	isFile := func(elem ...string) bool {
+		fi, err := os.Stat(filepath.Join(append([]string{dir}, elem...)...))
+		return err == nil && fi.Mode().IsRegular()
+	}
 	data, err := decisionConfig(dirSource(dir, nil))
+	if errors.Is(err, fs.ErrNotExist) && isFile("config.json") && isFile("tokenizer.json") {
+		return nil // zero-shot, on a config derived at load (DeriveConfig)
+	}
 	if err != nil {
 		return notOne
 	}
@@ -33,7 +41,7 @@ func CheckCheckpoint(dir string) error {
 		}
 		base = c.Base
 	}
-	if fi, err := os.Stat(filepath.Join(dir, filepath.FromSlash(base), "config.json")); err != nil || !fi.Mode().IsRegular() {
+	if !isFile(filepath.FromSlash(base), "config.json") {
 		return notOne
 	}
 	return nil

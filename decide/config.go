@@ -30,7 +30,21 @@ type Config struct {
 	// Absent types and counts have none (a uniform prior). See
 	// [Config.Logits].
 	PositionPrior map[string]map[string][]float64 `json:"position_prior,omitempty"`
+	// ThinkBlock is how the assistant turn opens after
+	// "<|im_start|>assistant\n": [ThinkEmpty] (also when absent) with an
+	// empty think block, as Qwen3 and Qwen3.5 chat templates render a turn
+	// without reasoning, or [ThinkNone] with nothing, as chat templates
+	// without think blocks do.
+	ThinkBlock string `json:"think_block,omitempty"`
 }
+
+// The values of [Config.ThinkBlock].
+const (
+	// ThinkEmpty opens the assistant turn with "<think>\n\n</think>\n\n".
+	ThinkEmpty = "empty"
+	// ThinkNone opens the assistant turn with nothing.
+	ThinkNone = "none"
+)
 
 // WideChoice holds the parameters of the wide-choice rule: questions with
 // more than Group options are ranked in groups, Keep options of each group
@@ -76,6 +90,11 @@ func (c *Config) check() error {
 		if !(T > 0) || math.IsInf(T, 0) {
 			return fmt.Errorf("temperature_by_type.%s = %v: must be positive and finite", t, T)
 		}
+	}
+	switch c.ThinkBlock {
+	case "", ThinkEmpty, ThinkNone:
+	default:
+		return fmt.Errorf("think_block %q: want %q or %q", c.ThinkBlock, ThinkEmpty, ThinkNone)
 	}
 	if err := c.checkPrior(len(letters)); err != nil {
 		return err
@@ -216,7 +235,8 @@ func (c *Config) checkLetters(tok Encoder, vocab int) error {
 
 // renderRow returns the prompt text of one row: the system turn, the
 // evidence, the question with one lettered line per label, and the start of
-// the assistant turn; the next token is the answer letter.
+// the assistant turn (with an empty think block unless ThinkBlock is
+// [ThinkNone]); the next token is the answer letter.
 func (c *Config) renderRow(evidence, instructions string, labels []string) string {
 	letters := []rune(c.Letters)
 	var b strings.Builder
@@ -234,6 +254,9 @@ func (c *Config) renderRow(evidence, instructions string, labels []string) strin
 		b.WriteString(l)
 		b.WriteString("\n")
 	}
-	b.WriteString("Answer with one letter.<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n")
+	b.WriteString("Answer with one letter.<|im_end|>\n<|im_start|>assistant\n")
+	if c.ThinkBlock != ThinkNone {
+		b.WriteString("<think>\n\n</think>\n\n")
+	}
 	return b.String()
 }

@@ -74,6 +74,10 @@ type Info struct {
 	// int8 projections count their int8 bytes and scales) and a pointer
 	// head's.
 	WeightBytes int64 `json:"weight_bytes"`
+	// Derived is true when the checkpoint has no decision_config.json and
+	// runs with the config [DeriveConfig] made: zero-shot, its
+	// probabilities not calibrated.
+	Derived bool `json:"derived"`
 }
 
 // Engine answers decision requests with one checkpoint of either family. It
@@ -187,25 +191,41 @@ func openFamily(data []byte, opts Options) (family, error) {
 }
 
 // open opens a checkpoint of either family: its family from the decision
-// config, then what every family does: the base model's tokenizer, the
-// model (with what the family loads with it), the family's own parts, the
-// limits and the preamble.
+// config (or, with none, jevfmt/1 run zero-shot on a config derived from
+// the tokenizer and chat template: [DeriveConfig]), then what every family
+// does: the base model's tokenizer, the model (with what the family loads
+// with it), the family's own parts, the limits and the preamble.
 func open(src ckptSource, info Info, opts Options) (_ *Engine, err error) {
 	data, err := decisionConfig(src)
-	if err != nil {
+	derived := errors.Is(err, fs.ErrNotExist)
+	if err != nil && !derived {
 		return nil, err
 	}
-	fam, err := openFamily(data, opts)
-	if err != nil {
-		return nil, err
+	var fam family
+	tokFile := "tokenizer.json"
+	if !derived {
+		if fam, err = openFamily(data, opts); err != nil {
+			return nil, err
+		}
+		tokFile = path.Join(fam.modelDir(), "tokenizer.json")
 	}
-	tokFile := path.Join(fam.modelDir(), "tokenizer.json")
-	if data, err = src.read(tokFile); err != nil {
+	data, err = src.read(tokFile)
+	if err != nil && derived {
+		return nil, fmt.Errorf("no %s, and no tokenizer.json to derive one from: %w", ConfigFile, err)
+	}
+	if err != nil {
 		return nil, err
 	}
 	tok, err := tokenizer.FromJSON(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", tokFile, err)
+	}
+	if derived {
+		cfg, err := DeriveConfig(tok, src.read)
+		if err != nil {
+			return nil, err
+		}
+		fam, info.Derived = &jevfmtFamily{cfg: cfg}, true
 	}
 	rows := func() [][]int32 { return fam.warmUpRows(tok) }
 	lo := model.LoadOptions{Progress: opts.Progress, Int8: opts.int8Options(rows)}

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -78,13 +79,21 @@ type estimateSource struct {
 
 func estimate(src estimateSource, opts Options, int8 bool) (Footprint, error) {
 	data, err := src.read(ConfigFile)
-	if err != nil {
+	derived := errors.Is(err, fs.ErrNotExist) // run zero-shot (DeriveConfig)
+	if err != nil && !derived {
 		return Footprint{}, err
 	}
 	var f Footprint
 	var w model.WeightInfo
 	headRows, pointer := 0, false
-	if configFormat(data) == PointerFormat {
+	switch {
+	case derived:
+		if w, err = src.weights("."); err != nil {
+			return Footprint{}, err
+		}
+		f.Weights = w.Resident(int8)
+		headRows = len(DefaultLetters) // the derived config's letters
+	case configFormat(data) == PointerFormat:
 		cfg, err := ParsePointerConfig(data)
 		if err != nil {
 			return Footprint{}, err
@@ -99,7 +108,7 @@ func estimate(src estimateSource, opts Options, int8 bool) (Footprint, error) {
 			f.Weights += w.Projections
 		}
 		pointer = true
-	} else {
+	default:
 		cfg, err := ParseConfig(data)
 		if err != nil {
 			return Footprint{}, err

@@ -30,3 +30,27 @@ func TestEstimateWeights(t *testing.T) {
 		}
 	}
 }
+
+// TestEstimateZeroShot: a checkpoint without a decision config is estimated
+// as it opens, on the config DeriveConfig gives it: the same footprint as
+// with that config written out, and the weights the opened engine holds.
+func TestEstimateZeroShot(t *testing.T) {
+	got, err := Estimate(chatDir(), Options{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := Estimate(chatCopy(t, map[string][]byte{ConfigFile: writtenConfig("")}), Options{}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Errorf("zero-shot estimate %+v, with the derived config written out %+v", got, want)
+	}
+	e, err := openDir(t, chatDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := e.Info().WeightBytes; got.Weights != w || !e.Info().Derived {
+		t.Errorf("estimated weights %d bytes, the zero-shot engine holds %d (derived %v)", got.Weights, w, e.Info().Derived)
+	}
+}

@@ -276,8 +276,12 @@ type Model struct {
 	Check
 	Name string `json:"name"`
 	Path string `json:"path,omitempty"`
-	// Format is the decision config's format (jevfmt/1, pointer/1).
+	// Format is the decision config's format (jevfmt/1, pointer/1); a
+	// chat checkpoint without one runs as jevfmt/1, zero-shot.
 	Format string `json:"format,omitempty"`
+	// Uncalibrated is true for a checkpoint without a decision config: it
+	// runs zero-shot with a derived config.
+	Uncalibrated bool `json:"uncalibrated,omitempty"`
 	// Layers, Hidden and Vocab come from its config.json.
 	Layers int `json:"layers,omitempty"`
 	Hidden int `json:"hidden,omitempty"`
@@ -325,17 +329,28 @@ func checkModels(dir string) Models {
 func checkModel(name, path string, fsys fs.FS) Model {
 	m := Model{Name: name, Path: path}
 	data, err := fs.ReadFile(fsys, decide.ConfigFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		if _, terr := fs.Stat(fsys, "tokenizer.json"); terr == nil {
+			// A chat checkpoint, run zero-shot: its config.json is checked below.
+			m.Format, m.Uncalibrated, data = decide.Format, true, nil
+			err = nil
+		}
+	}
 	if err != nil {
-		m.Check = failedf("no %s: not a checkpoint", decide.ConfigFile)
+		m.Check = failedf("no %s (nor a tokenizer.json to run zero-shot): not a checkpoint", decide.ConfigFile)
 		return m
 	}
 	var f struct {
 		Format string `json:"format"`
 	}
-	json.Unmarshal(data, &f) // a bad config is reported by its parser
-	m.Format = f.Format
+	if data != nil {
+		json.Unmarshal(data, &f) // a bad config is reported by its parser
+		m.Format = f.Format
+	}
 	base := "."
-	if f.Format == decide.PointerFormat {
+	if m.Uncalibrated {
+		// No decision config to parse; the engine derives one at load.
+	} else if f.Format == decide.PointerFormat {
 		c, err := decide.ParsePointerConfig(data)
 		if err != nil {
 			m.Check = failed(err)

@@ -133,6 +133,7 @@ func TestModelsCheck(t *testing.T) {
 	})
 	writeCheckpoint(t, filepath.Join(dir, "broken"), map[string]string{"decision_config.json": demoDecision, "config.json": `{"text_config": {"hidden_size": -3}}`})
 	writeCheckpoint(t, filepath.Join(dir, "notes"), map[string]string{"README": "not a model"})
+	writeCheckpoint(t, filepath.Join(dir, "chat"), map[string]string{"config.json": readTestdata(t, "tiny-qwen35/config.json"), "tokenizer.json": "{}"})
 	writeCheckpoint(t, dir, map[string]string{"stray.txt": "a file beside the models"})
 
 	ms := checkModels(dir)
@@ -140,13 +141,16 @@ func TestModelsCheck(t *testing.T) {
 	for _, m := range ms.Models {
 		got[m.Name] = m
 	}
-	if len(ms.Models) != 5 {
-		t.Fatalf("models %+v: want the demo and four folders", ms.Models)
+	if len(ms.Models) != 6 {
+		t.Fatalf("models %+v: want the demo and five folders", ms.Models)
 	}
-	for _, name := range []string{"demo (embedded)", "good", "pointer"} {
+	for _, name := range []string{"demo (embedded)", "good", "pointer", "chat"} {
 		if m := got[name]; m.Status != OK || m.Layers == 0 || m.Hidden == 0 {
 			t.Errorf("%s: %+v, want ok with its config", name, m)
 		}
+	}
+	if c := got["chat"]; c.Format != "jevfmt/1" || !c.Uncalibrated || got["good"].Uncalibrated {
+		t.Errorf("a chat checkpoint without a decision config: %+v; want jevfmt/1, uncalibrated", c)
 	}
 	if got["pointer"].Format != "pointer/1" || got["good"].Format != "jevfmt/1" {
 		t.Errorf("formats: pointer %q, good %q", got["pointer"].Format, got["good"].Format)
@@ -157,7 +161,7 @@ func TestModelsCheck(t *testing.T) {
 	if m := got["notes"]; m.Status != Failed || !strings.Contains(m.Reason, "not a checkpoint") {
 		t.Errorf("notes: %+v", m)
 	}
-	if ms.Status != Failed || !strings.Contains(ms.Reason, "2 of 5") {
+	if ms.Status != Failed || !strings.Contains(ms.Reason, "2 of 6") {
 		t.Errorf("folder: %+v, want it failed for the two bad ones", ms.Check)
 	}
 	if ms := checkModels(filepath.Join(dir, "missing")); ms.Status != OK || len(ms.Models) != 1 {

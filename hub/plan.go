@@ -248,6 +248,28 @@ func (c *Client) choose(ctx context.Context, p *Plan, all map[string]*File) erro
 			want[modelDir+n] = true
 		}
 	}
+	if p.Format == "" {
+		// Run zero-shot: the chat template must say how the assistant's turn
+		// opens (the letters are checked against tokenizer.json at load).
+		var fetchErr error
+		read := func(name string) ([]byte, error) {
+			f, ok := all[modelDir+name]
+			if !ok {
+				return nil, fs.ErrNotExist
+			}
+			b, err := c.fetchSmall(ctx, p, f)
+			if err != nil {
+				fetchErr = err
+			}
+			return b, err
+		}
+		if _, err := decide.ChatThinkBlock(read); err != nil {
+			if fetchErr != nil {
+				return fetchErr
+			}
+			return fmt.Errorf("%w: no %s, and the one StartLux derives to run it zero-shot needs its chat template: %w", ErrUnsupported, decide.ConfigFile, err)
+		}
+	}
 	if err := c.chooseWeights(ctx, p, all, modelDir, want); err != nil {
 		return err
 	}

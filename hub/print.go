@@ -23,7 +23,7 @@ func (p *Plan) Describe(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	c := p.Model.Config
-	kind := "no decision_config.json (uncalibrated)"
+	kind := "no decision_config.json (zero-shot, uncalibrated)"
 	if p.Format != "" {
 		kind = p.Format
 	}

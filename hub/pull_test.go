@@ -224,6 +224,10 @@ func TestPullRefused(t *testing.T) {
 		{"no tokenizer.json", func(r *hubtest.Repo) { delete(r.Files, "tokenizer.json") }, []string{"tokenizer.json"}},
 		{"bad decision config", func(r *hubtest.Repo) { r.Files["decision_config.json"] = []byte(`{"format": "jevfmt/9"}`) },
 			[]string{"decision_config.json", "jevfmt/9"}},
+		{"thinking-only chat template", func(r *hubtest.Repo) {
+			r.Files["tokenizer_config.json"] = []byte(`{"chat_template": "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}"}`)
+		}, []string{"no decision_config.json", "tokenizer_config.json", "thinking-only"}},
+		{"no chat template", func(r *hubtest.Repo) { delete(r.Files, "tokenizer_config.json") }, []string{"no chat template"}},
 		{"adapter only", func(r *hubtest.Repo) {
 			*r = *repoOf(t, r.ID, "tiny-qwen35-lora")
 		}, []string{"LoRA adapter", "without a base model"}},

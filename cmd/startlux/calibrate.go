@@ -70,10 +70,6 @@ func runCalibrate(ctx context.Context, env *cmdEnv, args []string) error {
 	case f.write && f.model == "":
 		return errors.New("calibrate: --write needs --model DIR (the embedded demo model cannot be written; copy it to a directory first)")
 	}
-	cfgData, err := readDecisionConfig(f.model)
-	if err != nil {
-		return fmt.Errorf("calibrate: %w", err)
-	}
 	train, err := eval.ReadFile(f.data)
 	if err != nil {
 		return fmt.Errorf("calibrate: %w", err)
@@ -92,6 +88,10 @@ func runCalibrate(ctx context.Context, env *cmdEnv, args []string) error {
 	cfg := e.Config()
 	if cfg == nil {
 		return fmt.Errorf("calibrate: %s is a %s checkpoint: only jevfmt/1 has per-type temperatures and letter positions to fit", f.model, decide.PointerFormat)
+	}
+	cfgData, err := readDecisionConfig(f.model, e)
+	if err != nil {
+		return fmt.Errorf("calibrate: %w", err)
 	}
 
 	opts := eval.RunOptions{Progress: eval.ProgressPrinter(env.stderr, "calibrate")}
@@ -131,6 +131,13 @@ func runCalibrate(ctx context.Context, env *cmdEnv, args []string) error {
 	if rep.Notes == nil {
 		rep.Notes = []string{}
 	}
+	if e.Info().Derived {
+		note := fmt.Sprintf("%s has no %s: fitted the config derived for zero-shot use", f.model, decide.ConfigFile)
+		if !f.write {
+			note += "; --write writes it, and the model is then calibrated"
+		}
+		rep.Notes = append(rep.Notes, note)
+	}
 	if left > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d questions ranked in groups (more than %d options) are left out: their readout is not one row", left, cfg.WideChoice.Group))
 	}
@@ -153,17 +160,17 @@ func runCalibrate(ctx context.Context, env *cmdEnv, args []string) error {
 	return nil
 }
 
-// readDecisionConfig reads the decision config of the checkpoint in dir (the
-// embedded demo model's when dir is ""). A checkpoint without one is an
-// error for now: calibrating it needs the config derived for zero-shot
-// checkpoints, which this is where it would be made.
-func readDecisionConfig(dir string) ([]byte, error) {
+// readDecisionConfig returns the decision config of the checkpoint in dir
+// that e runs (the embedded demo model's when dir is ""), as the text
+// calibrate updates: the file, or for a checkpoint without one (zero-shot)
+// the config e derived, written out; --write then gives the checkpoint a
+// decision_config.json, which makes it calibrated.
+func readDecisionConfig(dir string, e *decide.Engine) ([]byte, error) {
 	if dir == "" {
 		return fs.ReadFile(startlux.DemoModel(), decide.ConfigFile)
 	}
-	data, err := os.ReadFile(filepath.Join(dir, decide.ConfigFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s has no %s: calibrating a checkpoint without a decision config needs the config derived for zero-shot checkpoints, which is not supported yet", dir, decide.ConfigFile)
+	if e.Info().Derived {
+		return e.Config().MarshalFile()
 	}
-	return data, err
+	return os.ReadFile(filepath.Join(dir, decide.ConfigFile))
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/startlux/startlux/calibrate"
+	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/eval/chart"
 )
@@ -262,14 +263,12 @@ func TestCalibrateWrite(t *testing.T) {
 
 func TestCalibrateRefusals(t *testing.T) {
 	data := demoTasks(t, 0, 10)
-	noConfig := copyDemo(t)
-	os.Remove(filepath.Join(noConfig, decide.ConfigFile))
+	noConfig := filepath.Join("..", "..", "testdata", "tiny-qwen35")
 	for _, tc := range []struct {
 		args []string
 		want string
 	}{
 		{[]string{"--data", data, "--write"}, "--write needs --model DIR"},
-		{[]string{"--model", noConfig, "--data", data}, "has no decision_config.json: calibrating a checkpoint without a decision config needs the config derived for zero-shot checkpoints"},
 		{[]string{"--model", filepath.Join("..", "..", "testdata", "tiny-pointer"), "--data", data}, "is a pointer/1 checkpoint: only jevfmt/1"},
 		{[]string{"--data", data, "--holdout", data, "--folds", "3"}, "--holdout and --folds exclude each other"},
 		{[]string{"--data", data, "--folds", "1"}, "--folds 1: need at least 2"},
@@ -283,5 +282,71 @@ func TestCalibrateRefusals(t *testing.T) {
 	_, err := runCmd(t, nil, "eval", "--data", data, "--model", noConfig, "--socket", "x")
 	if err == nil || !strings.Contains(err.Error(), "exclude each other") {
 		t.Errorf("eval --model --socket: %v", err)
+	}
+}
+
+// TestCalibrateZeroShot calibrates a copy of tiny-qwen35, a chat checkpoint
+// without a decision config: "before" is eval of the zero-shot checkpoint,
+// --write gives it a decision_config.json, the derived config with the
+// fitted temperatures, and the checkpoint then opens calibrated, with the
+// figures calibrate reported.
+func TestCalibrateZeroShot(t *testing.T) {
+	src, err := filepath.Abs(filepath.Join("..", "..", "testdata", "tiny-qwen35"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for _, name := range []string{"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} {
+		if err := os.Symlink(filepath.Join(src, name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	train, hold := demoTasks(t, 0, 200), demoTasks(t, 200, 320)
+	before, _ := runEvalJSON(t, "--model", dir, "--data", hold)
+	out, err := runCmd(t, nil, "calibrate", "--model", dir, "--data", train, "--holdout", hold, "--write", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res calibrateJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	cfgPath := filepath.Join(dir, decide.ConfigFile)
+	if res.Written != cfgPath || !strings.Contains(strings.Join(res.Notes, "\n"), "fitted the config derived for zero-shot use") {
+		t.Errorf("written %q, notes %q", res.Written, res.Notes)
+	}
+	for _, typ := range []string{"noul", "choice", "score"} {
+		if res.Temperatures["before"][typ] != decide.DefaultTemperature {
+			t.Errorf("%s: temperature before %v, want the derived %v", typ, res.Temperatures["before"][typ], decide.DefaultTemperature)
+		}
+	}
+	if _, err := os.Stat(cfgPath + calibrate.BackupSuffix); err == nil {
+		t.Error("a backup of a config that did not exist")
+	}
+	cfg, err := decide.ParseConfig(must(os.ReadFile(cfgPath)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.System != decide.DefaultSystem || cfg.Letters != decide.DefaultLetters || cfg.ThinkBlock != decide.ThinkEmpty ||
+		cfg.LetterTokenIDs[0] != 32 || cfg.LetterTokenIDs[24] != 56 || cfg.WideChoice != decide.DefaultWideChoice ||
+		math.Abs(cfg.TemperatureByType["noul"]-res.Temperatures["after"]["noul"]) > 1e-8 {
+		t.Errorf("written config %+v, reported temperatures %v", cfg, res.Temperatures["after"])
+	}
+	after, _ := runEvalJSON(t, "--model", dir, "--data", hold)
+	for name, m := range after.Types {
+		sameMetrics(t, "before vs eval of the zero-shot checkpoint, "+name, res.Before.Types[name], before.Types[name], 1e-9)
+		sameMetrics(t, "after vs eval of the written checkpoint, "+name, res.After.Types[name], m, 1e-6)
+	}
+	be, err := cpu.New(cpu.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := decide.Open(dir, be, decide.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if e.Info().Derived {
+		t.Error("the calibrated checkpoint still runs a derived config")
 	}
 }

@@ -18,8 +18,8 @@ func runModels(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("models: %w", err)
 	}
 	fs := clientFlagSet("models", "usage: startlux models [flags]\n\nLists the models in "+dir+
-		"\n(a checkpoint is a directory with decision_config.json and config.json; a pulled chat checkpoint\n"+
-		"without a decision config is listed as uncalibrated and not yet loadable).", env.stderr)
+		"\n(a checkpoint is a directory with config.json and tokenizer.json, and a decision_config.json unless\n"+
+		"it is a chat checkpoint run zero-shot: those are listed as "+api.UncalibratedNote+").", env.stderr)
 	socket := socketFlag(fs)
 	asJSON := fs.Bool("json", false, "print the list as JSON")
 	if err := fs.Parse(args); err != nil {

@@ -45,7 +45,7 @@ func printModels(stdout, stderr io.Writer, dir string, list []api.ModelEntry) er
 		case m.Unloadable != "":
 			status = m.Unloadable
 		case !m.Calibrated:
-			status = "uncalibrated"
+			status = api.UncalibratedNote
 		}
 		fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\t%s\t%s\n", mark, m.Name, source, rev, size, weights, status)
 	}

@@ -84,11 +84,10 @@ func runPull(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	fmt.Fprintf(env.stdout, "pulled %s at commit %s into %s (%s)\n", src.Repo, hub.ShortCommit(src.Commit), dest, hub.FormatBytes(src.Bytes()))
 	if plan.Format == "" {
-		fmt.Fprintf(env.stderr, "note: %s has no decision_config.json: it is uncalibrated, and StartLux cannot run it yet "+
-			"(zero-shot use of chat checkpoints is not supported yet); \"startlux models\" lists it as not yet loadable\n", *name)
-	} else {
-		pullFitNote(ctx, env.stderr, dest, daemon.SystemMemory())
+		fmt.Fprintf(env.stderr, "note: %s has no decision_config.json: it runs zero-shot with a derived config, and its "+
+			"probabilities are the model's own, %s\n", *name, api.UncalibratedNote)
 	}
+	pullFitNote(ctx, env.stderr, dest, daemon.SystemMemory())
 	return nil
 }
 

@@ -66,7 +66,7 @@ func TestPullModelsRm(t *testing.T) {
 		t.Errorf("stdout %q, want %q", out, want)
 	}
 	for _, w := range []string{"resolving owner/tiny-qwen35@main on " + s.Hub.URL, "4 files", "model: 6 layers, hidden size 64",
-		"model.safetensors: 1.75 MB, done (4 of 4 files)", "uncalibrated", "not yet loadable"} {
+		"model.safetensors: 1.75 MB, done (4 of 4 files)", "runs zero-shot", api.UncalibratedNote} {
 		if !strings.Contains(errOut, w) {
 			t.Errorf("stderr does not say %q:\n%s", w, errOut)
 		}
@@ -115,7 +115,7 @@ func TestPullModelsRm(t *testing.T) {
 	for i, want := range [][]string{
 		{"demo", "(embedded in the binary)", "bf16", "calibrated"},
 		{"mine", "owner/demo", "main (" + demo.Commit[:12] + ")", mineSize, "bf16", "calibrated"},
-		{"tiny-qwen35", "owner/tiny-qwen35", "main (" + chat.Commit[:12] + ")", "2.02 MB", "bf16", daemon.Uncalibrated},
+		{"tiny-qwen35", "owner/tiny-qwen35", "main (" + chat.Commit[:12] + ")", "2.02 MB", "bf16", api.UncalibratedNote},
 	} {
 		for _, w := range want {
 			if !strings.Contains(lines[i+1], w) {
@@ -135,7 +135,7 @@ func TestPullModelsRm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m := list[2]; m.Source != "owner/tiny-qwen35" || m.Commit != chat.Commit || m.Bytes != src.Bytes() || m.Calibrated || m.Unloadable != daemon.Uncalibrated {
+	if m := list[2]; m.Source != "owner/tiny-qwen35" || m.Commit != chat.Commit || m.Bytes != src.Bytes() || m.Calibrated || m.Unloadable != "" {
 		t.Errorf("models --json entry %+v", m)
 	}
 

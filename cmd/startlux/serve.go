@@ -193,6 +193,13 @@ func (p *progressPrinter) show(lp api.LoadProgress) {
 	newPhase := lp.Phase != p.phase
 	p.phase = lp.Phase
 	switch lp.Phase {
+	case api.PhasePulling:
+		if newPhase {
+			if p.terminal {
+				fmt.Fprint(p.w, "\r\033[K")
+			}
+			fmt.Fprintf(p.w, "startlux: pulling %s into %s (\"startlux status\" shows the progress)\n", lp.Repo, lp.Model)
+		}
 	case api.StateLoading:
 		if p.terminal {
 			if !newPhase && time.Since(p.last) < 100*time.Millisecond && lp.Done != lp.Total {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/hub"
 	"github.com/startlux/startlux/ipc"
 	"github.com/vmihailenco/msgpack/v5"
 )
@@ -67,8 +68,17 @@ func printStatus(w io.Writer, st *api.Status) {
 			fmt.Fprintf(w, "note:      %s\n", st.Model.BackendNote)
 		}
 		fmt.Fprintf(w, "int8:      %s\n", st.Model.Int8Summary())
+		if st.State == api.StateReady || st.State == api.StateWarming {
+			calibration := "calibrated"
+			if !st.Model.Calibrated {
+				calibration = api.UncalibratedNote + ": zero-shot, no decision_config.json"
+			}
+			fmt.Fprintf(w, "readout:   %s\n", calibration)
+		}
 	}
-	if p := st.Progress; p != nil {
+	if p := st.Progress; p != nil && p.Phase == api.PhasePulling {
+		fmt.Fprintf(w, "pulling:   %s into %s: %s\n", p.Repo, p.Model, pullProgressText(p))
+	} else if p != nil {
 		pct := 0.0
 		if p.Total > 0 {
 			pct = 100 * float64(p.Done) / float64(p.Total)
@@ -112,4 +122,23 @@ func mb(n int64) string {
 		return fmt.Sprintf("%.1f GB", float64(n)/1e9)
 	}
 	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+}
+
+// pullProgressText says how far a pull in the daemon is: bytes, total,
+// percentage, rate, time left and the file being fetched.
+func pullProgressText(p *api.LoadProgress) string {
+	s := hub.FormatBytes(p.Done)
+	if p.Total > 0 {
+		s += fmt.Sprintf(" of %s (%.0f%%)", hub.FormatBytes(p.Total), 100*float64(p.Done)/float64(p.Total))
+	}
+	if p.Rate > 0 {
+		s += fmt.Sprintf(", %s/s", hub.FormatBytes(int64(p.Rate)))
+	}
+	if p.ETAS > 0 {
+		s += fmt.Sprintf(", %s left", (time.Duration(p.ETAS) * time.Second).String())
+	}
+	if p.File != "" {
+		s += ", fetching " + p.File
+	}
+	return s
 }
