@@ -4,6 +4,9 @@ import "github.com/vmihailenco/msgpack/v5"
 
 // The protocol's methods, in alphabetical order (docs/protocol.md).
 const (
+	// MethodConfigure changes the daemon's settings ([ConfigureParams])
+	// and returns its [Status].
+	MethodConfigure = "configure"
 	// MethodDecide answers one decision [Request] with a [Response].
 	MethodDecide = "decide"
 	// MethodDecideBatch answers many requests (an array of them, or
@@ -19,10 +22,14 @@ const (
 	MethodPing = "ping"
 	// MethodStatus returns the daemon's [Status].
 	MethodStatus = "status"
+	// MethodUnload unloads the daemon's model, handing its memory back,
+	// and returns its [Status] once it has (state [StateUnloaded]); the
+	// next decision loads the model again.
+	MethodUnload = "unload"
 )
 
 // Methods lists the methods in alphabetical order.
-var Methods = [...]string{MethodDecide, MethodDecideBatch, MethodLoad, MethodModels, MethodPing, MethodStatus}
+var Methods = [...]string{MethodConfigure, MethodDecide, MethodDecideBatch, MethodLoad, MethodModels, MethodPing, MethodStatus, MethodUnload}
 
 // LoadParams are the load method's params: a model to load, or a Hub
 // repository to pull into the models folder and then load.
@@ -45,6 +52,19 @@ type LoadParams struct {
 	// setting of the model in service applies.
 	Int8 *bool `json:"int8,omitempty"`
 }
+
+// ConfigureParams are the configure method's params; absent fields leave
+// their setting as it is.
+type ConfigureParams struct {
+	// IdleUnloadS is how long, in seconds, the daemon waits without a
+	// decision before it unloads the model (0: never; at most
+	// [MaxIdleUnloadS]).
+	IdleUnloadS *float64 `json:"idle_unload_s,omitempty"`
+}
+
+// MaxIdleUnloadS bounds configure's idle_unload_s: a year, in seconds
+// (longer is "never", which is 0).
+const MaxIdleUnloadS = 365 * 24 * 3600
 
 // BatchResult is what decide_batch returns: one item per request, in order,
 // each either an encoded decision [Response] or a [BatchError].

@@ -13,6 +13,9 @@ const (
 	StateWarming = "warming" // it is loaded and running warm-up requests; decisions wait
 	StateReady   = "ready"   // decisions are served
 	StateFailed  = "failed"  // no model could be loaded; decisions fail with model_load_failed
+	// StateUnloaded: the model was unloaded (idle, or asked to); the next
+	// decision loads it again and waits meanwhile.
+	StateUnloaded = "unloaded"
 )
 
 // PhasePulling is the [LoadProgress] phase of a load that downloads its
@@ -22,8 +25,14 @@ const PhasePulling = "pulling"
 
 // Status is what the status method returns.
 type Status struct {
-	// State is loading, warming, ready or failed.
+	// State is loading, warming, ready, failed or unloaded.
 	State string `json:"state"`
+	// IdleSince is when the last decision was answered before the model
+	// was unloaded (RFC 3339; set only while State is unloaded).
+	IdleSince string `json:"idle_since,omitempty"`
+	// IdleUnloadS is how long the daemon waits without a decision before
+	// it unloads the model, in seconds (0: never).
+	IdleUnloadS float64 `json:"idle_unload_s"`
 	// Error says why the last load failed ("" when it did not).
 	Error string `json:"error,omitempty"`
 	// Model describes the model being served (or being loaded first).
@@ -35,6 +44,9 @@ type Status struct {
 	// states and its bound.
 	SnapshotBytes int64 `json:"snapshot_bytes"`
 	SnapshotLimit int64 `json:"snapshot_limit"`
+	// Memory is what the model and the daemon hold, and what the machine
+	// has.
+	Memory MemoryStatus `json:"memory"`
 	// Queued counts decisions waiting for the model.
 	Queued int `json:"queued"`
 	// TokensInFlight is the tokens of the decisions queued and running,
@@ -54,6 +66,44 @@ type Status struct {
 	UptimeS float64 `json:"uptime_s"`
 	// PID is the daemon's process id.
 	PID int `json:"pid"`
+}
+
+// MemoryStatus is what the daemon holds and what it may hold, in bytes
+// (docs/protocol.md, "Memory").
+type MemoryStatus struct {
+	// Weights is the resident weights of the model in service.
+	Weights int64 `json:"weights"`
+	// Cache and CacheLimit are the prefix cache's kept states and their
+	// bound (as SnapshotBytes and SnapshotLimit).
+	Cache      int64 `json:"cache"`
+	CacheLimit int64 `json:"cache_limit"`
+	// Scratch and ScratchLimit are the freed activation and scratch
+	// buffers the compute backend keeps for reuse, and their bound.
+	Scratch      int64 `json:"scratch"`
+	ScratchLimit int64 `json:"scratch_limit"`
+	// Resident is the daemon process's resident memory in all (0 when it
+	// cannot be read).
+	Resident int64 `json:"resident"`
+	// Available is the memory the machine has for the daemon now: its
+	// physical memory less what every process holds, reclaimable caches
+	// counted as free (0 when it cannot be read).
+	Available int64 `json:"available"`
+	// Needs is what the model in service may hold at the limits: its
+	// weights, the largest pass, the prefix cache's and the scratch
+	// pool's limits. The fit check held it against the machine before the
+	// load (0: no check was made).
+	Needs int64 `json:"needs"`
+	// GPUWorkingSet is the Metal device's recommended working set, which
+	// Needs is also held to (0: not on Metal).
+	GPUWorkingSet int64 `json:"gpu_working_set,omitempty"`
+	// Warning says that the model left less than the margin of the
+	// machine's memory free when it was loaded, or why the fit check could
+	// not be made.
+	Warning string `json:"warning,omitempty"`
+	// Note says what the daemon is doing about memory now: that it
+	// released the previous model before loading one that would not fit
+	// beside it (decisions wait meanwhile).
+	Note string `json:"note,omitempty"`
 }
 
 // Limits are what the daemon holds requests to (docs/protocol.md, "Limits");
@@ -101,10 +151,6 @@ type ModelStatus struct {
 	// Int8Unavailable says why the backend cannot run int8 products (""
 	// when it can); a load with int8 on is then refused with that reason.
 	Int8Unavailable string `json:"int8_unavailable,omitempty"`
-	// WeightBytes is the bytes of the model's weights as held: int8
-	// projections count their int8 values and scales, about half their
-	// bf16 bytes.
-	WeightBytes int64 `json:"weight_bytes"`
 }
 
 // Int8Summary says how the model runs its projections, as status and the

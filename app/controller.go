@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/internal/settings"
 )
 
 // System is what the controller asks of the operating system.
@@ -51,8 +52,9 @@ type Options struct {
 	StartTimeout time.Duration
 	// ModelsDir is the folder "Open Models Folder…" opens.
 	ModelsDir string
-	// SettingsFile is where the app's [Settings] are kept ("" keeps them
-	// in memory only).
+	// SettingsFile is where the app's settings are kept (internal/settings:
+	// "Use int8", and "Unload When Idle", which the daemon reads at its
+	// next start); "" keeps them in memory only.
 	SettingsFile string
 	// OnQuit is called by the quit action after the child daemon stopped.
 	OnQuit func()
@@ -76,7 +78,7 @@ type Controller struct {
 	startedAt time.Time  // when a start began; zero when none is under way
 	switching string
 	notice    string
-	settings  Settings
+	settings  settings.Settings
 	synced    int // the pid of the last daemon whose int8 was made to follow the setting
 	menu      Menu
 	state     MenuState
@@ -96,7 +98,7 @@ func New(d Daemon, sys System, opts Options) *Controller {
 	}
 	c := &Controller{daemon: d, sys: sys, opts: opts, wake: make(chan struct{}, 1)}
 	if opts.SettingsFile != "" {
-		st, err := LoadSettings(opts.SettingsFile)
+		st, err := settings.Load(opts.SettingsFile)
 		if err != nil {
 			c.notice = err.Error() // and the defaults apply
 		}
@@ -287,13 +289,11 @@ func (c *Controller) loadInt8(ctx context.Context, name string, on bool) error {
 	c.mu.Lock()
 	var save error
 	if err == nil && c.settings.Int8 != on {
-		next := c.settings
-		next.Int8 = on
 		if c.opts.SettingsFile != "" {
-			save = next.Save(c.opts.SettingsFile)
+			save = settings.Update(c.opts.SettingsFile, func(s *settings.Settings) { s.Int8 = on })
 		}
 		if save == nil {
-			c.settings = next
+			c.settings.Int8 = on
 		}
 	}
 	c.mu.Unlock()
@@ -397,6 +397,21 @@ func (c *Controller) Handle(ctx context.Context, action string) error {
 			c.opts.OnQuit()
 		}
 		return err
+	case action == ActionUnload:
+		c.setNotice("")
+		return c.report(ctx, c.daemon.Unload(ctx), "unload the model")
+	case strings.HasPrefix(action, ActionIdleUnload+":"):
+		c.setNotice("")
+		d, err := time.ParseDuration(strings.TrimPrefix(action, ActionIdleUnload+":"))
+		if err != nil || d < 0 {
+			return fmt.Errorf("menu action %q: want a duration of 0 or more", action)
+		}
+		if c.opts.SettingsFile != "" {
+			if err := settings.Update(c.opts.SettingsFile, func(s *settings.Settings) { s.SetIdleUnload(d) }); err != nil {
+				return c.report(ctx, err, "keep the idle-unload setting")
+			}
+		}
+		return c.report(ctx, c.daemon.SetIdleUnload(ctx, d), "set the idle-unload time")
 	case action == ActionInt8:
 		c.mu.Lock()
 		on, name := !c.settings.Int8, currentModel(c.state)

@@ -15,13 +15,14 @@ import (
 
 // fakeDaemon is a Daemon whose answers the test sets.
 type fakeDaemon struct {
-	mu     sync.Mutex
-	status api.Status
-	err    error
-	models []api.ModelEntry
-	loads  []string
-	int8s  []bool // each load's int8
-	loadFn func(name string) error
+	mu      sync.Mutex
+	status  api.Status
+	err     error
+	models  []api.ModelEntry
+	loads   []string
+	int8s   []bool // each load's int8
+	loadFn  func(name string) error
+	unloads int
 }
 
 func (f *fakeDaemon) Status(ctx context.Context) (api.Status, error) {
@@ -49,6 +50,23 @@ func (f *fakeDaemon) Load(ctx context.Context, name string, useInt8 bool) error 
 	if fn != nil {
 		return fn(name)
 	}
+	return nil
+}
+
+func (f *fakeDaemon) Unload(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unloads++
+	if f.status.State == api.StateReady {
+		f.status.State = api.StateUnloaded
+	}
+	return nil
+}
+
+func (f *fakeDaemon) SetIdleUnload(ctx context.Context, d time.Duration) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.status.IdleUnloadS = d.Seconds()
 	return nil
 }
 

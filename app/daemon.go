@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/ipc"
@@ -21,6 +22,12 @@ type Daemon interface {
 	// when useInt8 is set, and returns once it serves it (or the switch
 	// failed).
 	Load(ctx context.Context, name string, useInt8 bool) error
+	// Unload unloads the daemon's model, handing its memory back; the
+	// next decision loads it again.
+	Unload(ctx context.Context) error
+	// SetIdleUnload sets how long the daemon waits without a decision
+	// before it unloads the model (0: never).
+	SetIdleUnload(ctx context.Context, d time.Duration) error
 	// Pull has the daemon download a Hub repository ("owner/name" or
 	// "owner/name@revision") into the models folder and switch to it (with
 	// int8 projections when useInt8 is set), and returns once it serves it
@@ -103,6 +110,23 @@ func (d *IPCDaemon) Models(ctx context.Context) ([]api.ModelEntry, error) {
 func (d *IPCDaemon) Load(ctx context.Context, name string, useInt8 bool) error {
 	if err := d.call(ctx, api.MethodLoad, api.LoadParams{Model: name, Int8: &useInt8}, nil); err != nil {
 		return fmt.Errorf("switch to model %s: %w", name, err)
+	}
+	return nil
+}
+
+// Unload implements [Daemon].
+func (d *IPCDaemon) Unload(ctx context.Context) error {
+	if err := d.call(ctx, api.MethodUnload, nil, nil); err != nil {
+		return fmt.Errorf("unload the model: %w", err)
+	}
+	return nil
+}
+
+// SetIdleUnload implements [Daemon].
+func (d *IPCDaemon) SetIdleUnload(ctx context.Context, dur time.Duration) error {
+	s := dur.Seconds()
+	if err := d.call(ctx, api.MethodConfigure, api.ConfigureParams{IdleUnloadS: &s}, nil); err != nil {
+		return fmt.Errorf("set idle unload to %v: %w", dur, err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/internal/settings"
 	"github.com/startlux/startlux/internal/testenv"
 	"github.com/startlux/startlux/ipc"
 )
@@ -63,14 +64,21 @@ func longRequest() map[string]any {
 // TestControllerWithRealDaemon runs the real daemon (cmd/startlux serve) as
 // the app's child on a real socket and drives it through the controller:
 // start, the menu's model and cache figures, a request moving the cache, a
-// model switch from the menu, "Use int8", a restart (the new process, in
-// float, brought back to int8 by Run), and a stopped daemon.
+// model switch from the menu, the memory lines, Unload Model and the
+// decision that loads it again, Unload When Idle and "Use int8" kept in
+// the settings file, a restart (the new process, in float, brought back to
+// int8 by Run, and unloading when idle as chosen), and a stopped daemon.
 func TestControllerWithRealDaemon(t *testing.T) {
 	testenv.LookPath(t, "go", "the Go toolchain")
 	dir := t.TempDir()
 	bin := buildDaemon(t, dir)
 	data := filepath.Join(dir, "data")
 	t.Setenv("XDG_DATA_HOME", data) // the child daemon inherits it
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "xdgconfig"))
+	settingsPath, err := settings.Path()
+	if err != nil {
+		t.Fatal(err)
+	}
 	models, err := api.ModelsDir()
 	if err != nil {
 		t.Fatal(err)
@@ -84,8 +92,7 @@ func TestControllerWithRealDaemon(t *testing.T) {
 	defer d.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	settings := filepath.Join(dir, "config", "settings.json")
-	c := New(d, sys, Options{ModelsDir: models, CallTimeout: 10 * time.Second, SettingsFile: settings, Interval: 50 * time.Millisecond})
+	c := New(d, sys, Options{ModelsDir: models, CallTimeout: 10 * time.Second, SettingsFile: settingsPath, Interval: 50 * time.Millisecond})
 
 	// waitFor polls until the menu satisfies cond.
 	waitFor := func(what string, cond func(MenuState, string) bool) (MenuState, string) {
@@ -167,19 +174,64 @@ func TestControllerWithRealDaemon(t *testing.T) {
 		t.Errorf("menu after the switch:\n%s", txt)
 	}
 
+	// The memory lines show what status reports, and it is real.
+	m := st.Status.Memory
+	if m.Resident <= m.Weights || m.Weights <= 0 || m.ScratchLimit <= 0 || m.CacheLimit != st.Status.SnapshotLimit {
+		t.Errorf("memory status %+v", m)
+	}
+	for _, want := range []string{
+		"Memory: " + FormatBytes(m.Resident) + " resident",
+		"Scratch: " + FormatBytes(m.Scratch) + " / " + FormatBytes(m.ScratchLimit),
+		"✓ After 30 Minutes", // the default
+	} {
+		if !strings.Contains(txt, want) {
+			t.Errorf("ready menu lacks %q:\n%s", want, txt)
+		}
+	}
+
+	// Unload When Idle: the daemon takes it now, the settings file keeps it.
+	if err := c.Handle(ctx, IdleUnloadAction(5*time.Minute)); err != nil {
+		t.Fatalf("unload when idle: %v", err)
+	}
+	if st := c.State(); st.Status.IdleUnloadS != 300 {
+		t.Errorf("after choosing 5 minutes the daemon unloads after %v s", st.Status.IdleUnloadS)
+	}
+	if s, err := settings.Load(settingsPath); err != nil || s.IdleUnload != "5m0s" {
+		t.Errorf("settings file after choosing 5 minutes: %+v %v", s, err)
+	}
+
+	// Unload Model: the daemon keeps serving its socket without the model,
+	// and the next decision loads it again.
+	if err := c.Handle(ctx, ActionUnload); err != nil {
+		t.Fatalf("unload: %v", err)
+	}
+	st, txt = waitFor("unloaded", func(s MenuState, _ string) bool { return s.Status.State == api.StateUnloaded })
+	if !strings.Contains(txt, "Model other unloaded (idle since ") || !strings.Contains(txt, "Memory: "+FormatBytes(st.Status.Memory.Resident)+" resident") {
+		t.Errorf("menu of an unloaded daemon:\n%s", txt)
+	}
+	if it, ok := c.Menu().Find(ActionUnload); !ok || it.Enabled {
+		t.Errorf("an unloaded daemon's menu offers Unload Model:\n%s", txt)
+	}
+	if err := cl.Call(ctx, api.MethodDecide, longRequest(), nil); err != nil {
+		t.Fatalf("decide after the unload: %v", err)
+	}
+	st, _ = waitFor("reloaded", func(s MenuState, _ string) bool {
+		return s.Status.State == api.StateReady && strings.HasSuffix(s.Status.Model.Path, string(filepath.Separator)+"other")
+	})
+
 	// Use int8: the model in service reloads with int8 projections, the
 	// menu names the kernel, the choice is saved.
-	floatBytes := st.Status.Model.WeightBytes
+	floatBytes := st.Status.Memory.Weights
 	if err := c.Handle(ctx, ActionInt8); err != nil {
 		t.Fatalf("use int8: %v", err)
 	}
 	st, txt = waitFor("int8 on", func(s MenuState, _ string) bool { return s.Status.State == api.StateReady && s.Status.Model.Int8 })
 	if it, _ := c.Menu().Find(ActionInt8); !it.Checked || !strings.Contains(txt, "int8: on ("+st.Status.Model.Int8Kernel+")") || st.Status.Model.Int8Kernel == "" ||
-		!strings.HasSuffix(st.Status.Model.Path, string(filepath.Separator)+"other") || st.Status.Model.WeightBytes >= floatBytes {
-		t.Errorf("after Use int8 (float weights %d bytes): model %+v, menu:\n%s", floatBytes, st.Status.Model, txt)
+		!strings.HasSuffix(st.Status.Model.Path, string(filepath.Separator)+"other") || st.Status.Memory.Weights >= floatBytes {
+		t.Errorf("after Use int8 (float weights %d bytes): model %+v, weights %d bytes, menu:\n%s", floatBytes, st.Status.Model, st.Status.Memory.Weights, txt)
 	}
-	if s, err := LoadSettings(settings); err != nil || !s.Int8 {
-		t.Errorf("settings after Use int8: %+v, %v", s, err)
+	if s, err := settings.Load(settingsPath); err != nil || !s.Int8 || s.IdleUnload != "5m0s" {
+		t.Errorf("settings after Use int8 (and 5 minutes before it): %+v, %v", s, err)
 	}
 
 	// Restart: a new process serves again, started in float with the
@@ -188,9 +240,12 @@ func TestControllerWithRealDaemon(t *testing.T) {
 	if err := c.Handle(ctx, ActionRestart); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("restarted", func(s MenuState, _ string) bool {
+	st, txt = waitFor("restarted", func(s MenuState, _ string) bool {
 		return s.StatusErr == nil && s.Status.PID != pid && s.Status.State == api.StateReady
 	})
+	if st.Status.IdleUnloadS != 300 || !strings.Contains(txt, "✓ After 5 Minutes") {
+		t.Errorf("after a restart the daemon unloads after %v s:\n%s", st.Status.IdleUnloadS, txt)
+	}
 	runCtx, stopRun := context.WithCancel(ctx)
 	ran := make(chan error, 1)
 	go func() { ran <- c.Run(runCtx) }()

@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"errors"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,34 +10,8 @@ import (
 	"time"
 
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/internal/settings"
 )
-
-func TestSettingsFile(t *testing.T) {
-	for _, tc := range []struct{ goos, home, xdg, want string }{
-		{"darwin", "/Users/a", "/x", "/Users/a/Library/Application Support/StartLux/settings.json"},
-		{"linux", "/home/a", "", "/home/a/.config/startlux/settings.json"},
-		{"linux", "/home/a", "/cfg", "/cfg/startlux/settings.json"},
-		{"linux", "/home/a", "relative", "/home/a/.config/startlux/settings.json"},
-	} {
-		if got := settingsFile(tc.goos, tc.home, tc.xdg); got != tc.want {
-			t.Errorf("%s %s %q: %s, want %s", tc.goos, tc.home, tc.xdg, got, tc.want)
-		}
-	}
-	path := filepath.Join(t.TempDir(), "sub", "settings.json")
-	if s, err := LoadSettings(path); err != nil || s.Int8 {
-		t.Fatalf("missing file: %+v, %v; want the defaults", s, err)
-	}
-	if err := (Settings{Int8: true}).Save(path); err != nil {
-		t.Fatal(err)
-	}
-	if s, err := LoadSettings(path); err != nil || !s.Int8 {
-		t.Fatalf("after Save: %+v, %v", s, err)
-	}
-	os.WriteFile(path, []byte("{"), 0o600)
-	if _, err := LoadSettings(path); err == nil || !strings.Contains(err.Error(), path) {
-		t.Errorf("a broken file: %v", err)
-	}
-}
 
 // TestControllerInt8 checks "Use int8": the checkbox reloads the model in
 // service with int8 toggled and keeps the choice in the settings file,
@@ -71,7 +44,7 @@ func TestControllerInt8(t *testing.T) {
 	if it, _ := c.Menu().Find(ActionInt8); !it.Checked {
 		t.Errorf("Use int8 is not checked after turning it on:\n%s", c.Menu().Text())
 	}
-	if s, err := LoadSettings(file); err != nil || !s.Int8 {
+	if s, err := settings.Load(file); err != nil || !s.Int8 {
 		t.Errorf("settings file after turning int8 on: %+v, %v", s, err)
 	}
 	if err := c.Handle(ctx, UseAction("other")); err != nil {
@@ -96,7 +69,7 @@ func TestControllerInt8(t *testing.T) {
 	if it, _ := c.Menu().Find(ActionInt8); !it.Checked || !strings.Contains(txt, "⚠ turn int8 off: model_load_failed: the disk is gone") {
 		t.Errorf("after a refused reload:\n%s", txt)
 	}
-	if s, _ := LoadSettings(file); !s.Int8 {
+	if s, _ := settings.Load(file); !s.Int8 {
 		t.Error("the refused reload changed the settings file")
 	}
 	if it, _ := New(d, &fakeSystem{}, Options{SettingsFile: file}).Menu().Find(ActionInt8); !it.Checked {
@@ -110,7 +83,7 @@ func TestControllerInt8(t *testing.T) {
 // int8.
 func TestControllerInt8AfterRestart(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "settings.json")
-	if err := (Settings{Int8: true}).Save(file); err != nil {
+	if err := settings.Save(file, settings.Settings{Int8: true}); err != nil {
 		t.Fatal(err)
 	}
 	d := &fakeDaemon{

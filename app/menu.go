@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/startlux/startlux/api"
 )
@@ -40,8 +41,12 @@ const (
 	ActionOpenModels = "open-models"
 	ActionInt8       = "int8" // toggles "Use int8", reloading the model
 	ActionQuit       = "quit"
+	ActionUnload     = "unload"
 	// ActionUse is followed by ":" and the model name.
 	ActionUse = "use"
+	// ActionIdleUnload is followed by ":" and a Go duration ("30m0s";
+	// "0s": never).
+	ActionIdleUnload = "idle-unload"
 	// ActionAddModel asks for a Hub repository and has the daemon pull
 	// and load it.
 	ActionAddModel = "add-model"
@@ -55,6 +60,20 @@ const (
 
 // UseAction returns the action that switches to the named model.
 func UseAction(name string) string { return ActionUse + ":" + name }
+
+// IdleUnloadAction returns the action that sets the idle-unload time.
+func IdleUnloadAction(d time.Duration) string { return ActionIdleUnload + ":" + d.String() }
+
+// idleChoices are the idle-unload times the menu offers (0: never).
+var idleChoices = []struct {
+	d     time.Duration
+	title string
+}{
+	{5 * time.Minute, "After 5 Minutes"},
+	{30 * time.Minute, "After 30 Minutes"},
+	{2 * time.Hour, "After 2 Hours"},
+	{0, "Never"},
+}
 
 // MenuState is everything the menu is built from, gathered by one poll.
 type MenuState struct {
@@ -121,10 +140,22 @@ func BuildMenu(s MenuState) Menu {
 			info("%s", truncate(st.Error, 80))
 		}
 		tooltip = "StartLux: model failed to load"
+	case st.State == api.StateUnloaded:
+		line := fmt.Sprintf("Model %s unloaded", modelLabel(st))
+		if t, err := time.Parse(time.RFC3339, st.IdleSince); err == nil {
+			line += fmt.Sprintf(" (idle since %s)", t.Local().Format("15:04"))
+		}
+		info("%s", line)
+		info("The next decision loads it again")
+		info("Memory: %s resident", FormatBytes(st.Memory.Resident))
+		tooltip = "StartLux: model unloaded"
 	default:
 		tooltip = fmt.Sprintf("StartLux: %s", modelLabel(st))
 	}
-	if up && st.State != api.StateFailed && st.State != api.StateLoading {
+	if up && st.State == api.StateLoading && st.Memory.Note != "" {
+		info("%s", truncate(st.Memory.Note, 80))
+	}
+	if up && st.State != api.StateFailed && st.State != api.StateLoading && st.State != api.StateUnloaded {
 		if st.Model.Name != "" && !st.Model.Calibrated {
 			info("Model: %s — %s", modelLabel(st), api.UncalibratedNote)
 		} else {
@@ -155,10 +186,16 @@ func BuildMenu(s MenuState) Menu {
 			info("⚠ %s", truncate(st.Model.BackendNote, 100))
 		}
 		info("int8: %s", st.Model.Int8Summary())
-		if st.Model.WeightBytes > 0 {
-			info("Weights: %s", FormatBytes(st.Model.WeightBytes))
+		m := st.Memory
+		if m.Weights > 0 {
+			info("Weights: %s", FormatBytes(m.Weights))
 		}
-		info("Prefix cache: %s / %s", FormatBytes(st.SnapshotBytes), FormatBytes(st.SnapshotLimit))
+		info("Memory: %s resident", FormatBytes(m.Resident))
+		info("Prefix cache: %s / %s", FormatBytes(m.Cache), FormatBytes(m.CacheLimit))
+		info("Scratch: %s / %s", FormatBytes(m.Scratch), FormatBytes(m.ScratchLimit))
+		if m.Warning != "" {
+			info("⚠ %s", truncate(m.Warning, 80))
+		}
 		line := fmt.Sprintf("Requests: %d", st.RequestsServed)
 		if st.RequestsServed > 0 {
 			line += fmt.Sprintf(" · p50 %s", formatMS(st.LatencyP50MS))
@@ -166,6 +203,17 @@ func BuildMenu(s MenuState) Menu {
 		info("%s", line)
 	}
 	sep()
+
+	if up {
+		items = append(items, Item{Action: ActionUnload, Title: "Unload Model", Enabled: st.State == api.StateReady && s.Switching == ""})
+		var idle []Item
+		for _, c := range idleChoices {
+			idle = append(idle, Item{Action: IdleUnloadAction(c.d), Title: c.title, Enabled: true, Checkable: true,
+				Checked: time.Duration(st.IdleUnloadS*float64(time.Second)) == c.d})
+		}
+		items = append(items, Item{Title: "Unload When Idle", Enabled: true, Children: idle})
+		sep()
+	}
 
 	var models []Item
 	for _, m := range s.Models {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/startlux/startlux/api"
 )
@@ -60,9 +61,13 @@ func TestBuildMenu(t *testing.T) {
 		Model:          api.ModelStatus{Name: "demo", Backend: "cpu", Calibrated: true},
 		SnapshotBytes:  3 << 20,
 		SnapshotLimit:  512 << 20,
+		Memory:         api.MemoryStatus{Resident: 150 << 20, Weights: 8 << 20, Cache: 3 << 20, CacheLimit: 512 << 20, Scratch: 1 << 20, ScratchLimit: 1 << 30},
+		IdleUnloadS:    1800,
 		RequestsServed: 4,
 		LatencyP50MS:   12.4,
 	}
+	idleSince := "2026-03-01T14:05:00Z"
+	idleSinceLocal := func() string { t, _ := time.Parse(time.RFC3339, idleSince); return t.Local().Format("15:04") }()
 	models := []api.ModelEntry{{Name: "demo", Embedded: true, Current: true, Calibrated: true}, {Name: "big", Path: "/m/big", Calibrated: true}}
 	down := errors.New("no daemon is listening")
 	tests := []struct {
@@ -74,8 +79,18 @@ func TestBuildMenu(t *testing.T) {
 [Model: demo]
 [Backend: cpu]
 [int8: off]
+[Weights: 8.0 MiB]
+[Memory: 150 MiB resident]
 [Prefix cache: 3.0 MiB / 512 MiB]
+[Scratch: 1.0 MiB / 1.0 GiB]
 [Requests: 4 · p50 12 ms]
+---
+Unload Model
+Unload When Idle ▸
+      After 5 Minutes
+    ✓ After 30 Minutes
+      After 2 Hours
+      Never
 ---
 Switch Model ▸
     ✓ demo
@@ -124,6 +139,13 @@ Quit StartLux
 		{"loading", MenuState{Status: api.Status{State: api.StateLoading, Progress: &api.LoadProgress{Model: "/m/big", Phase: "loading", Done: 1, Total: 4}}, LoginItemErr: errors.New("no bundle")}, `
 [Daemon loading /m/big… 25%]
 ---
+[Unload Model]
+Unload When Idle ▸
+      After 5 Minutes
+      After 30 Minutes
+      After 2 Hours
+    ✓ Never
+---
 Switch Model ▸
     [No models listed]
     ---
@@ -141,8 +163,18 @@ Quit StartLux
 [Switching to big…]
 [Backend: cpu]
 [int8: on (avx2)]
+[Weights: 8.0 MiB]
+[Memory: 150 MiB resident]
 [Prefix cache: 3.0 MiB / 512 MiB]
+[Scratch: 1.0 MiB / 1.0 GiB]
 [Requests: 4 · p50 12 ms]
+---
+[Unload Model]
+Unload When Idle ▸
+      After 5 Minutes
+    ✓ After 30 Minutes
+      After 2 Hours
+      Never
 ---
 Switch Model ▸
     ✓ [demo]
@@ -166,8 +198,18 @@ Quit StartLux
 [Loading /m/big… 75%]
 [Backend: cpu]
 [int8: off]
+[Weights: 8.0 MiB]
+[Memory: 150 MiB resident]
 [Prefix cache: 3.0 MiB / 512 MiB]
+[Scratch: 1.0 MiB / 1.0 GiB]
 [Requests: 4 · p50 12 ms]
+---
+Unload Model
+Unload When Idle ▸
+      After 5 Minutes
+    ✓ After 30 Minutes
+      After 2 Hours
+      Never
 ---
 Switch Model ▸
     ✓ demo
@@ -182,17 +224,112 @@ Restart Daemon
 ---
 Quit StartLux
 `},
+		{"unloaded", MenuState{Status: api.Status{State: api.StateUnloaded, IdleSince: idleSince, IdleUnloadS: 300, Model: ready.Model, Memory: api.MemoryStatus{Resident: 40 << 20}}, Models: models}, `
+[Model demo unloaded (idle since ` + idleSinceLocal + `)]
+[The next decision loads it again]
+[Memory: 40 MiB resident]
+---
+[Unload Model]
+Unload When Idle ▸
+    ✓ After 5 Minutes
+      After 30 Minutes
+      After 2 Hours
+      Never
+---
+Switch Model ▸
+    ✓ demo
+      big
+    ---
+    Add Model…
+    Open Models Folder…
+  Use int8
+---
+  Start at Login
+Restart Daemon
+---
+Quit StartLux
+`},
+		{"tight", MenuState{Status: func() api.Status {
+			s := ready
+			s.IdleUnloadS = 0
+			s.Memory.Warning = "the model leaves 0.4 GB of the machine's memory free"
+			return s
+		}(), Models: models}, `
+[Model: demo]
+[Backend: cpu]
+[int8: off]
+[Weights: 8.0 MiB]
+[Memory: 150 MiB resident]
+[Prefix cache: 3.0 MiB / 512 MiB]
+[Scratch: 1.0 MiB / 1.0 GiB]
+[⚠ the model leaves 0.4 GB of the machine's memory free]
+[Requests: 4 · p50 12 ms]
+---
+Unload Model
+Unload When Idle ▸
+      After 5 Minutes
+      After 30 Minutes
+      After 2 Hours
+    ✓ Never
+---
+Switch Model ▸
+    ✓ demo
+      big
+    ---
+    Add Model…
+    Open Models Folder…
+  Use int8
+---
+  Start at Login
+Restart Daemon
+---
+Quit StartLux
+`},
+		{"released for a switch", MenuState{Status: api.Status{State: api.StateLoading, Progress: &api.LoadProgress{Model: "/m/big", Phase: "loading", Done: 0, Total: 4},
+			Memory: api.MemoryStatus{Note: "released the previous model first: both would not fit; decisions wait"}}, Models: models}, `
+[Daemon loading /m/big… 0%]
+[released the previous model first: both would not fit; decisions wait]
+---
+[Unload Model]
+Unload When Idle ▸
+      After 5 Minutes
+      After 30 Minutes
+      After 2 Hours
+    ✓ Never
+---
+Switch Model ▸
+    ✓ demo
+      big
+    ---
+    Add Model…
+    Open Models Folder…
+  [Use int8]
+---
+  Start at Login
+Restart Daemon
+---
+Quit StartLux
+`},
 		{"int8 unavailable", MenuState{Status: func() api.Status {
 			s := ready
-			s.Model.Int8Unavailable, s.Model.WeightBytes = "backend metal has no int8 matrix products", 3<<20
+			s.Model.Int8Unavailable, s.Memory.Weights = "backend metal has no int8 matrix products", 3<<20
 			return s
 		}(), Models: models}, `
 [Model: demo]
 [Backend: cpu]
 [int8: unavailable — backend metal has no int8 matrix products]
 [Weights: 3.0 MiB]
+[Memory: 150 MiB resident]
 [Prefix cache: 3.0 MiB / 512 MiB]
+[Scratch: 1.0 MiB / 1.0 GiB]
 [Requests: 4 · p50 12 ms]
+---
+Unload Model
+Unload When Idle ▸
+      After 5 Minutes
+    ✓ After 30 Minutes
+      After 2 Hours
+      Never
 ---
 Switch Model ▸
     ✓ demo
@@ -216,8 +353,18 @@ Quit StartLux
 [Backend: cpu]
 [⚠ Metal disabled: attention kernel differs from the CPU by 5.0e-01 at head 0 of token 8]
 [int8: off]
+[Weights: 8.0 MiB]
+[Memory: 150 MiB resident]
 [Prefix cache: 3.0 MiB / 512 MiB]
+[Scratch: 1.0 MiB / 1.0 GiB]
 [Requests: 4 · p50 12 ms]
+---
+Unload Model
+Unload When Idle ▸
+      After 5 Minutes
+    ✓ After 30 Minutes
+      After 2 Hours
+      Never
 ---
 Switch Model ▸
     ✓ demo
@@ -234,6 +381,13 @@ Quit StartLux
 		{"failed", MenuState{Status: api.Status{State: api.StateFailed, Error: "model_load_failed: bad config"}, Models: models}, `
 [Model failed to load]
 [model_load_failed: bad config]
+---
+[Unload Model]
+Unload When Idle ▸
+      After 5 Minutes
+      After 30 Minutes
+      After 2 Hours
+    ✓ Never
 ---
 Switch Model ▸
     ✓ demo

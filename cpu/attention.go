@@ -36,9 +36,8 @@ func (b *Backend) Attention(out, q, k, v tensor.Tensor, a tensor.AttnArgs) {
 	qs := a.Heads * hd // token stride of q and out
 	qd, kd, vd, od := data(q), data(k), data(v), data(out)
 	var pm, pl []float32 // per (token, head): prefix score maximum and exponential sum
-	var ps *scratchBuf
 	if b.hasLongPrefix(a) {
-		ps = b.getScratch(2 * a.B * a.T * a.Heads)
+		ps := b.getScratch(2 * a.B * a.T * a.Heads)
 		defer b.putScratch(ps)
 		pm, pl = ps.d[:a.B*a.T*a.Heads], ps.d[a.B*a.T*a.Heads:]
 		b.attendPrefix(od, qd, pm, pl, a)

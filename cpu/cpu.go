@@ -39,10 +39,12 @@ package cpu
 import (
 	"context"
 	"fmt"
+	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
 
+	"github.com/startlux/startlux/internal/bufpool"
 	"github.com/startlux/startlux/tensor"
 )
 
@@ -58,6 +60,10 @@ type Options struct {
 	// "sdot", "go"); empty means that variable, and where it is unset too,
 	// the best kernel this CPU runs (see int8.go).
 	Int8Kernel string
+	// PoolLimit bounds the bytes of freed tensors and scratch buffers kept
+	// for reuse (0: bufpool.DefaultLimit, < 0: none kept); see
+	// [Backend.SetPoolLimit].
+	PoolLimit int64
 }
 
 // Backend is the CPU implementation of [tensor.Backend].
@@ -84,12 +90,11 @@ type Backend struct {
 	// int8Tasks *int8Task (a worker's accumulators); reused across calls.
 	int8Scratch, int8Tasks sync.Pool
 
-	// scratch holds per-worker buffers, reused across calls; a forward pass
-	// uses the backend from one goroutine at a time (tensor.Backend's rule),
-	// so the sync.Pool only sees the workers of one operation.
-	scratch sync.Pool
-
-	free freeList // memory of freed tensors
+	// mem keeps the memory of freed tensors and of released scratch
+	// buffers for reuse, up to its limit in bytes (PoolStats,
+	// SetPoolLimit): a forward pass allocates the same shapes layer after
+	// layer and pass after pass.
+	mem *bufpool.Pool[[]float32]
 
 	pool *pool // helper goroutines for parallel
 }
@@ -130,6 +135,11 @@ func New(opts Options) (*Backend, error) {
 		b.name = "cpu-go"
 	}
 	b.pool = newPool(b.threads - 1)
+	limit := opts.PoolLimit
+	if limit == 0 {
+		limit = bufpool.DefaultLimit
+	}
+	b.mem = bufpool.New[[]float32](limit, nil)
 	return b, nil
 }
 
@@ -155,8 +165,8 @@ func data(t tensor.Tensor) []float32 {
 // Alloc returns a tensor of n float32 elements with unspecified contents
 // (memory given back by Free is reused).
 func (b *Backend) Alloc(n int) tensor.Tensor {
-	if d := b.free.get(n); d != nil {
-		return &buf{d: d}
+	if d, ok := b.mem.Get(4 * int64(n)); ok {
+		return &buf{d: d[:n]}
 	}
 	return &buf{d: make([]float32, n)}
 }
@@ -168,49 +178,30 @@ func (b *Backend) Free(t tensor.Tensor) {
 		return
 	}
 	bt := t.(*buf)
-	b.free.put(bt.d)
+	b.putMem(bt.d)
 	bt.d = nil
 }
 
-// freeList keeps freed tensor memory by exact length, up to a byte budget:
-// a forward pass allocates the same shapes layer after layer.
-type freeList struct {
-	mu    sync.Mutex // guards lists and bytes
-	lists map[int][][]float32
-	bytes int
+// putMem keeps d's memory for reuse, filed under its capacity.
+func (b *Backend) putMem(d []float32) {
+	if cap(d) > 0 {
+		b.mem.Put(4*int64(cap(d)), d[:cap(d)])
+	}
 }
 
-// freeListBudget bounds the memory a freeList holds.
-const freeListBudget = 256 << 20
-
-func (f *freeList) get(n int) []float32 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	l := f.lists[n]
-	if len(l) == 0 {
-		return nil
-	}
-	d := l[len(l)-1]
-	f.lists[n] = l[:len(l)-1]
-	f.bytes -= 4 * n
-	return d
+// PoolStats returns the bytes of freed tensors and scratch buffers kept for
+// reuse and their bound.
+func (b *Backend) PoolStats() (held, limit int64) {
+	st := b.mem.Stats()
+	return st.Held, st.Limit
 }
 
-func (f *freeList) put(d []float32) {
-	if len(d) == 0 {
-		return
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.bytes+4*len(d) > freeListBudget {
-		return // let the garbage collector have it
-	}
-	if f.lists == nil {
-		f.lists = make(map[int][][]float32)
-	}
-	f.lists[len(d)] = append(f.lists[len(d)], d)
-	f.bytes += 4 * len(d)
-}
+// SetPoolLimit bounds the memory kept for reuse (≤ 0: none), dropping the
+// least recently used buffers beyond it now and whenever a freed one would
+// pass it. The default is bufpool.DefaultLimit (1 GiB).
+func (b *Backend) SetPoolLimit(bytes int64) { b.mem.SetLimit(bytes) }
+
+var _ tensor.Pooler = (*Backend)(nil)
 
 // Write copies src into t[off : off+len(src)].
 func (b *Backend) Write(t tensor.Tensor, off int, src []float32) {
@@ -293,21 +284,31 @@ func (b *Backend) parallelRange(n, grain int, fn func(lo, hi int)) {
 	})
 }
 
-// scratchBuf is a growable float32 scratch owned by one worker at a time.
+// scratchBuf is a float32 scratch owned by one worker at a time, taken from
+// the backend's pool.
 type scratchBuf struct{ d []float32 }
 
-// getScratch returns a scratch of at least n elements; give it back with
-// putScratch.
-func (b *Backend) getScratch(n int) *scratchBuf {
-	s, _ := b.scratch.Get().(*scratchBuf)
-	if s == nil {
-		s = &scratchBuf{}
+// getScratch returns a scratch of n elements (with unspecified contents);
+// give it back with putScratch. Its capacity is n rounded up to a size class
+// (scratchClass), so that scratch of nearly the same size is reused.
+func (b *Backend) getScratch(n int) scratchBuf {
+	c := scratchClass(n)
+	d, ok := b.mem.Get(4 * int64(c))
+	if !ok {
+		d = make([]float32, c)
 	}
-	if cap(s.d) < n {
-		s.d = make([]float32, n)
-	}
-	s.d = s.d[:n]
-	return s
+	return scratchBuf{d: d[:n]}
 }
 
-func (b *Backend) putScratch(s *scratchBuf) { b.scratch.Put(s) }
+func (b *Backend) putScratch(s scratchBuf) { b.putMem(s.d) }
+
+// scratchClass rounds n up to a scratch size class: a multiple of 256
+// elements up to 4096, then of a quarter of n's largest power of two, so
+// that a class wastes less than a quarter of what it holds.
+func scratchClass(n int) int {
+	if n <= 4096 {
+		return max(256, (n+255)/256*256)
+	}
+	step := 1 << (bits.Len(uint(n)) - 3)
+	return (n + step - 1) / step * step
+}

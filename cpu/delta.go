@@ -168,7 +168,7 @@ func (b *Backend) deltaKeyHead(ws *deltaScratch, in *deltaInputs, row, kh int) {
 
 // deltaScratch holds one worker's chunk matrices (c = chunk length).
 type deltaScratch struct {
-	s       *scratchBuf
+	s       scratchBuf
 	k       []float32 // [c, dk]: K (left intact by deltaChunk)
 	gram    []float32 // [2c, c]: [K; Q] Kᵀ, shared by those value heads
 	x       []float32 // [2c, dk]: Kβ (at the end decayed K) over Q

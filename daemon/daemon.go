@@ -18,6 +18,7 @@ import (
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/hub"
+	"github.com/startlux/startlux/internal/sysmem"
 	"github.com/startlux/startlux/value"
 )
 
@@ -84,6 +85,16 @@ type Options struct {
 	PassTokens int
 	// NoWarmup skips the warm-up requests run after each load.
 	NoWarmup bool
+	// Estimate, if set, tells what a model will hold before it is loaded:
+	// every load is then checked against the machine's memory first, and
+	// refused when it cannot fit (docs/protocol.md, "Memory").
+	Estimate Estimator
+	// Memory reports the machine's memory for that check (nil:
+	// SystemMemory); tests inject sizes.
+	Memory func() Memory
+	// IdleUnload unloads the model once no decision has come for this
+	// long (0: never); the next decision loads it again.
+	IdleUnload time.Duration
 	// Hub makes the client a load with pull downloads through; nil means
 	// one configured from HF_ENDPOINT and HF_TOKEN in the environment.
 	Hub func() (*hub.Client, error)
@@ -146,8 +157,22 @@ type Daemon struct {
 	stopping     bool
 	lastFree     time.Time // the last debug.FreeOSMemory
 	freeLater    bool      // one is scheduled
-	faults       faultCount
-	int8         bool // the int8 setting of the model in service (Options.Int8 before the first)
+	// memNote is status's memory note (a release before a load).
+	memNote string
+	// idleUnload is the IdleUnload option, changed by configure;
+	// lastActive is when a decision last came or was answered, or a model
+	// became ready.
+	idleUnload time.Duration
+	lastActive time.Time
+	// unloaded is the model taken out of service by an unload (nil when
+	// none); idleSince is lastActive then. reloading is set while the
+	// decision that found it unloaded has its load under way.
+	unloaded  *loaded
+	idleSince time.Time
+	reloading bool
+	idleWake  chan struct{} // nudges the idle watcher (capacity 1)
+	faults    faultCount
+	int8      bool // the int8 setting of the model in service (Options.Int8 before the first)
 
 	loadMu  sync.Mutex     // one load at a time
 	running sync.WaitGroup // batches being answered
@@ -163,11 +188,15 @@ type loaded struct {
 	eng  Engine
 	info api.ModelStatus
 	src  string // the directory it was loaded from; "" for the demo
+	// needs and warning are what the fit check found before its load.
+	needs   int64
+	warning string
 	// refs counts the jobs prepared on it that are not finished, and
 	// retired says it has been replaced; it is closed when both allow
-	// (guarded by Daemon.mu).
+	// (guarded by Daemon.mu), and then closed is closed.
 	refs    int
 	retired bool
+	closed  chan struct{}
 }
 
 // New returns a daemon; nothing loads until [Daemon.Start].
@@ -198,16 +227,19 @@ func New(opts Options) *Daemon {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Daemon{
-		opts:    opts,
-		started: time.Now(),
-		ctx:     ctx,
-		cancel:  cancel,
-		wake:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		state:   api.StateLoading,
-		changed: make(chan struct{}),
-		prepSem: make(chan struct{}, runtime.GOMAXPROCS(0)),
-		int8:    opts.Int8,
+		opts:       opts,
+		started:    time.Now(),
+		ctx:        ctx,
+		cancel:     cancel,
+		wake:       make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		state:      api.StateLoading,
+		changed:    make(chan struct{}),
+		idleUnload: opts.IdleUnload,
+		lastActive: time.Now(),
+		idleWake:   make(chan struct{}, 1),
+		prepSem:    make(chan struct{}, runtime.GOMAXPROCS(0)),
+		int8:       opts.Int8,
 	}
 }
 
@@ -216,6 +248,7 @@ func New(opts Options) *Daemon {
 // until the model is ready.
 func (d *Daemon) Start() {
 	go d.worker()
+	go d.watchIdle()
 	go func() {
 		if err := d.load(d.opts.Model, d.opts.Int8); err != nil {
 			d.opts.Logger.Error("loading the model failed", "model", d.opts.Model, "err", err)
@@ -252,7 +285,7 @@ func (d *Daemon) Close(ctx context.Context) error {
 	d.cur = nil
 	d.mu.Unlock()
 	if m != nil {
-		if cerr := m.eng.Close(); cerr != nil && err == nil {
+		if cerr := d.closeModel(m); cerr != nil && err == nil {
 			err = fmt.Errorf("close model: %w", cerr)
 		}
 	}
@@ -294,9 +327,16 @@ func (d *Daemon) Status() api.Status {
 		st.SnapshotBytes, st.SnapshotLimit = d.cur.eng.CacheStats()
 		l := d.cur.eng.Limits()
 		st.Limits.MaxQuestions, st.Limits.MaxEvidenceTokens, st.Limits.MaxRequestTokens = l.MaxQuestions, l.MaxEvidenceTokens, l.MaxRequestTokens
+	} else if d.unloaded != nil {
+		st.Model = d.unloaded.info
 	} else {
 		st.Model.Path = d.opts.Model
 	}
+	if d.state == api.StateUnloaded {
+		st.IdleSince = d.idleSince.Format(time.RFC3339)
+	}
+	st.IdleUnloadS = d.idleUnload.Seconds()
+	st.Memory = d.memoryStatus(d.cur)
 	if d.progress != nil {
 		p := *d.progress
 		st.Progress = &p
@@ -306,5 +346,11 @@ func (d *Daemon) Status() api.Status {
 	st.RequestsFailed = d.failed.Load()
 	st.LatencyP50MS, st.LatencyP99MS = d.lat.percentiles()
 	st.UptimeS = time.Since(d.started).Seconds()
+	st.Memory.Resident, _ = sysmem.Resident()
+	mem := d.machine()
+	if mem.Known {
+		st.Memory.Available = mem.Available
+	}
+	st.Memory.GPUWorkingSet = mem.GPUWorkingSet
 	return st
 }

@@ -290,10 +290,16 @@ func TestWaitsWhileLoading(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	waitForWithin(t, 5*time.Second, cond)
+}
+
+// waitForWithin is waitFor with another deadline.
+func waitForWithin(t *testing.T, limit time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not reached in 5s")
+			t.Fatalf("condition not reached in %v", limit)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

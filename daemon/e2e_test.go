@@ -60,7 +60,7 @@ func startDemoDaemon(t *testing.T) string {
 		Server: ipc.ServerOptions{ReadTimeout: 300 * time.Millisecond}})
 	c := dial(t, path)
 	var st api.Status
-	waitFor(t, func() bool {
+	waitForWithin(t, time.Minute, func() bool { // warm-up's pages take seconds on a shared machine
 		if err := c.Call(context.Background(), api.MethodStatus, nil, &st); err != nil {
 			t.Fatal(err)
 		}

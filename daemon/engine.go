@@ -9,6 +9,7 @@ import (
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/gpucheck"
+	"github.com/startlux/startlux/internal/bufpool"
 	"github.com/startlux/startlux/model"
 	"github.com/startlux/startlux/tensor"
 )
@@ -16,7 +17,7 @@ import (
 // DemoPath is the path the embedded demo checkpoint reports in status.
 const DemoPath = "demo-decision (embedded)"
 
-// engine is an [Engine] over a decide engine.
+// engine is an [Engine] over a decide engine and the backend it runs on.
 type engine struct {
 	*decide.Engine
 	// be is the engine's backend, closed with it; loader made it (for
@@ -26,6 +27,30 @@ type engine struct {
 }
 
 var _ Engine = engine{}
+var _ memoryReporter = engine{}
+
+// Memory implements memoryReporter: the model's weights, the prefix
+// cache and the backend's pool.
+func (e engine) Memory() EngineMemory {
+	var m EngineMemory
+	m.Weights = e.Info().WeightBytes
+	m.Cache, m.CacheLimit = e.CacheStats()
+	m.CacheLimit = max(m.CacheLimit, 0)
+	if p, ok := e.be.(tensor.Pooler); ok {
+		m.Scratch, m.ScratchLimit = p.PoolStats()
+	}
+	return m
+}
+
+// Close implements [Engine]: it closes the decide engine, then its backend
+// (closeBackend: its pool of freed buffers is emptied, whoever still refers
+// to the backend, and a GPU backend's device, library and buffers, which
+// only Close releases, are released).
+func (e engine) Close() error {
+	err := e.Engine.Close()
+	closeBackend(e.be)
+	return err
+}
 
 // Prepare implements [Engine].
 func (e engine) Prepare(r *decide.Request) (Job, error) {
@@ -49,14 +74,12 @@ func (e engine) Run(ctx context.Context, jobs []Job, turn decide.Turn, passToken
 	return e.DecidePrepared(ctx, ps, turn, passTokens)
 }
 
-// Close implements [Engine]: it closes the decide engine, then its backend
-// (a GPU backend holds a device, a library and buffers).
-func (e engine) Close() error {
-	err := e.Engine.Close()
-	if c, ok := e.be.(interface{ Close() }); ok {
-		c.Close()
+// setPoolLimit bounds a backend's pool of freed buffers to limit bytes
+// (0: none kept), when it keeps one.
+func setPoolLimit(be tensor.Backend, limit int64) {
+	if p, ok := be.(tensor.Pooler); ok {
+		p.SetPoolLimit(limit)
 	}
-	return err
 }
 
 // LoaderOptions configures [DecideLoader].
@@ -80,6 +103,56 @@ type LoaderOptions struct {
 	Check gpucheck.Options
 	// Limits bound each request (zero fields: decide's defaults).
 	Limits decide.Limits
+	// ScratchLimit bounds the freed activation and scratch buffers each
+	// backend keeps for reuse (0: bufpool.DefaultLimit, 1 GiB; < 0: none).
+	ScratchLimit int64
+}
+
+// scratchLimit returns the pool bound the options set.
+func (lo LoaderOptions) scratchLimit() int64 {
+	switch {
+	case lo.ScratchLimit == 0:
+		return bufpool.DefaultLimit
+	case lo.ScratchLimit < 0:
+		return 0
+	}
+	return lo.ScratchLimit
+}
+
+// decideOptions returns the engine options of a load, with int8
+// projections when useInt8 is set.
+func (lo LoaderOptions) decideOptions(useInt8 bool, progress func(done, total int64)) decide.Options {
+	return decide.Options{CacheLimit: lo.CacheLimit, Progress: progress, Limits: lo.Limits, Int8: useInt8}
+}
+
+// DecideEstimator returns the [Estimator] of the models [DecideLoader]
+// loads with the same options: their footprint read from the checkpoint's
+// configuration and tensor headers (decide.Estimate), plus the scratch
+// pool's limit. The daemon holds it against the machine's memory before
+// every load (Options.Estimate), whichever backend the load then runs on.
+func DecideEstimator(lo LoaderOptions) Estimator {
+	l := &decideLoader{lo: lo}
+	return l.estimate
+}
+
+// estimate is the Estimator of the loader's models: what openEngine would
+// hold for dir, with int8 projections when useInt8 is set.
+func (l *decideLoader) estimate(ctx context.Context, dir string, useInt8 bool) (Footprint, error) {
+	if err := ctx.Err(); err != nil {
+		return Footprint{}, err
+	}
+	opts := l.lo.decideOptions(useInt8, nil)
+	var f decide.Footprint
+	var err error
+	if dir == "" {
+		f, err = decide.EstimateFS(startlux.DemoModel(), DemoPath, opts, useInt8)
+	} else {
+		f, err = decide.Estimate(dir, opts, useInt8)
+	}
+	if err != nil {
+		return Footprint{}, err
+	}
+	return Footprint{Weights: f.Weights, Pass: f.Pass, Cache: f.Cache, Scratch: l.lo.scratchLimit()}, nil
 }
 
 // DecideLoader returns the [Loader] of real models: decide engines, on the
@@ -105,14 +178,14 @@ func OpenEngine(dir string, be tensor.Backend, opts decide.Options) (*decide.Eng
 // openEngine opens the checkpoint in dir ("" for the embedded demo) on be
 // with the loader's options, with int8 projections when useInt8 is set.
 func (l *decideLoader) openEngine(dir string, be tensor.Backend, useInt8 bool, progress func(done, total int64)) (*decide.Engine, error) {
-	return OpenEngine(dir, be, decide.Options{CacheLimit: l.lo.CacheLimit, Progress: progress, Limits: l.lo.Limits, Int8: useInt8})
+	return OpenEngine(dir, be, l.lo.decideOptions(useInt8, progress))
 }
 
 // modelStatus is the status of e, open on be.
 func modelStatus(e *decide.Engine, be tensor.Backend) api.ModelStatus {
 	info := e.Info()
 	st := api.ModelStatus{Name: info.Name, Path: info.Path, Backend: info.Backend,
-		Int8: info.Int8 != "", Int8Kernel: info.Int8, WeightBytes: info.WeightBytes, Calibrated: !info.Derived}
+		Int8: info.Int8 != "", Int8Kernel: info.Int8, Calibrated: !info.Derived}
 	if _, err := model.Int8Kernel(be); err != nil {
 		st.Int8Unavailable = strings.TrimPrefix(err.Error(), "int8: ")
 	}

@@ -23,6 +23,8 @@ type fakeEngine struct {
 	tag   int
 	delay time.Duration
 	gate  chan struct{} // if set, Run waits for it to be closed
+	// weights is what the engine says its weights hold (Memory).
+	weights int64
 
 	mu       sync.Mutex // guards the fields below
 	closed   bool
@@ -154,6 +156,18 @@ func fakeAnswer(tag int, r *decide.Request) (*decide.Response, error) {
 
 func (f *fakeEngine) CacheStats() (int64, int64) { return 123, 456 }
 
+// Memory implements memoryReporter.
+func (f *fakeEngine) Memory() EngineMemory {
+	return EngineMemory{Weights: f.weights, Cache: 123, CacheLimit: 456}
+}
+
+// isClosed reports whether the engine was closed.
+func (f *fakeEngine) isClosed() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.closed
+}
+
 func (f *fakeEngine) Close() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -181,6 +195,10 @@ type fakeLoader struct {
 	fail     string
 	noInt8   string // when set, int8 loads fail and statuses say so, with this reason
 	panicOn  string // a directory whose load panics
+	// weights gives the engines of a directory their Memory weights;
+	// opened, if set, is told of every load as it begins.
+	weights map[string]int64
+	opened  func(dir string)
 }
 
 func newFakeLoader() *fakeLoader {
@@ -211,7 +229,7 @@ func (l *fakeLoader) makeLocked(dir string) *fakeEngine {
 		tag = len(l.tags) + 1
 		l.tags[dir] = tag
 	}
-	e := &fakeEngine{tag: tag, delay: l.delay}
+	e := &fakeEngine{tag: tag, delay: l.delay, weights: l.weights[dir]}
 	l.engines[dir] = append(l.engines[dir], e)
 	return e
 }
@@ -231,6 +249,9 @@ func (l *fakeLoader) open(dir string) *fakeEngine {
 }
 
 func (l *fakeLoader) load(ctx context.Context, dir string, useInt8 bool, progress func(done, total int64)) (Engine, api.ModelStatus, error) {
+	if l.opened != nil {
+		l.opened(dir)
+	}
 	progress(0, 100)
 	if l.loadGate != nil {
 		select {
@@ -253,9 +274,9 @@ func (l *fakeLoader) load(ctx context.Context, dir string, useInt8 bool, progres
 	if name == "" {
 		name = "demo-decision"
 	}
-	st := api.ModelStatus{Name: name, Path: dir, Backend: "fake", Int8: useInt8, Int8Unavailable: l.noInt8, WeightBytes: 1000}
+	st := api.ModelStatus{Name: name, Path: dir, Backend: "fake", Int8: useInt8, Int8Unavailable: l.noInt8}
 	if useInt8 {
-		st.Int8Kernel, st.WeightBytes = "fake-int8", 500
+		st.Int8Kernel = "fake-int8"
 	}
 	return l.open(dir), st, nil
 }

@@ -101,6 +101,7 @@ func (l *decideLoader) loadOn(ctx context.Context, dir string, newBackend func()
 			return nil, api.ModelStatus{}, unfit(fmt.Errorf("backend %s: warm up: %w", be.Name(), err))
 		}
 	}
+	setPoolLimit(be, l.lo.scratchLimit())
 	e, err := l.openEngine(dir, be, useInt8, progress)
 	if err != nil {
 		if errors.Is(err, tensor.ErrDeviceFault) && ctx.Err() == nil {
@@ -135,8 +136,10 @@ func (l *decideLoader) check(ctx context.Context, be tensor.Backend, ws []*tenso
 	return nil
 }
 
-// closeBackend releases a backend that holds a device.
+// closeBackend empties a backend's pool of freed buffers and releases a
+// backend that holds a device.
 func closeBackend(be tensor.Backend) {
+	setPoolLimit(be, 0)
 	if c, ok := be.(interface{ Close() }); ok {
 		c.Close()
 	}

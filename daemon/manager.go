@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
@@ -19,14 +21,68 @@ var errStopping = errors.New("the daemon is shutting down")
 // While the first model loads, status says loading, then warming; during a
 // switch the old model keeps serving. A failed switch leaves the old model
 // (and its setting) in service.
+//
+// Before anything is read the fit check (fitCheck) holds what the model
+// will need against the machine's memory: a model that cannot fit is
+// refused; one that fits only without the current model has that model
+// released first (decisions wait meanwhile), and should its load fail, the
+// released model is loaded again.
 func (d *Daemon) load(dir string, useInt8 bool) error {
 	d.loadMu.Lock()
 	defer d.loadMu.Unlock()
 	return d.loadLocked(dir, useInt8)
 }
 
-// loadLocked is load with d.loadMu held.
+// loadLocked is load with d.loadMu held: the fit check, then the load
+// (loadModel). Every load goes through it: a switch, the reload of an
+// unloaded model, and the reloads on the fallback backend after a device
+// fault.
 func (d *Daemon) loadLocked(dir string, useInt8 bool) error {
+	d.setProgress(&api.LoadProgress{Model: dir, Phase: api.StateLoading}, api.StateLoading)
+	plan, err := d.fitCheck(dir, useInt8)
+	if err != nil {
+		return d.loadFailed(dir, err)
+	}
+	if !plan.release {
+		return d.loadModel(dir, useInt8, plan)
+	}
+	prev, err := d.releaseForLoad(d.ctx, plan.why)
+	if err != nil {
+		d.clearNote()
+		return d.loadFailed(dir, err)
+	}
+	err = d.loadModel(dir, useInt8, plan)
+	d.clearNote()
+	if err == nil || d.ctx.Err() != nil {
+		return err
+	}
+	// Put the released model back (it fitted, and its memory was just
+	// handed back); status keeps saying why the switch failed.
+	d.mu.Lock()
+	why := d.loadErr
+	d.mu.Unlock()
+	ferr := d.loadModel(prev.src, prev.info.Int8, fitPlan{needs: prev.needs, warning: prev.warning})
+	d.mu.Lock()
+	d.loadErr = why
+	if ferr != nil {
+		d.loadErr = fmt.Sprintf("%s; the previous model, released for it, could not be loaded again: %s", why, strings.TrimPrefix(api.ErrorMessage(ferr), why+"; "))
+	}
+	d.mu.Unlock()
+	return err
+}
+
+// clearNote clears status's memory note.
+func (d *Daemon) clearNote() {
+	d.mu.Lock()
+	d.memNote = ""
+	d.mu.Unlock()
+}
+
+// loadModel is loadLocked after the fit check: it reads the checkpoint,
+// warms it up and puts it in service. A warm-up that faults on a GPU whose
+// loader falls back starts over at loadLocked (its fit check included), on
+// the fallback backend.
+func (d *Daemon) loadModel(dir string, useInt8 bool, plan fitPlan) error {
 	d.setProgress(&api.LoadProgress{Model: dir, Phase: api.StateLoading}, api.StateLoading)
 	var eng Engine
 	var info api.ModelStatus
@@ -46,7 +102,7 @@ func (d *Daemon) loadLocked(dir string, useInt8 bool) error {
 		if werr := safely("warm-up", func() error { return warmUp(d.ctx, eng) }); werr != nil {
 			eng.Close()
 			if warmUpFault(eng, werr) {
-				return d.loadLocked(dir, useInt8) // on the fallback backend
+				return d.loadLocked(dir, useInt8) // on the fallback backend, checked again
 			}
 			return d.loadFailed(dir, fmt.Errorf("warm-up: %w", werr))
 		}
@@ -60,24 +116,50 @@ func (d *Daemon) loadLocked(dir string, useInt8 bool) error {
 		return d.loadFailed(dir, errStopping)
 	}
 	old := d.cur
-	d.cur = &loaded{eng: eng, info: info, src: dir}
+	if old == nil {
+		old, d.unloaded = d.unloaded, nil // an unloaded model closes once its last jobs are done
+	}
+	d.cur = &loaded{eng: eng, info: info, src: dir, needs: plan.needs, warning: plan.warning, closed: make(chan struct{})}
 	d.state, d.loadErr, d.progress = api.StateReady, "", nil
 	d.int8 = useInt8
+	d.lastActive = time.Now()
 	d.changedLocked()
-	closeOld := old != nil && old.refs == 0
-	if old != nil {
-		old.retired = true
-	}
 	d.mu.Unlock()
 	d.nudge()
-	if closeOld {
-		if err := old.eng.Close(); err != nil {
-			d.opts.Logger.Warn("closing the previous model", "err", err)
-		}
+	if old != nil {
+		d.retire(old)
 	}
 	d.report(api.LoadProgress{Model: dir, Phase: api.StateReady})
 	d.opts.Logger.Info("model ready", "name", info.Name, "path", info.Path, "backend", info.Backend, "int8", info.Int8Summary())
 	return nil
+}
+
+// retire takes m out of service: it is closed now, or when the last job
+// prepared on it finishes.
+func (d *Daemon) retire(m *loaded) {
+	d.mu.Lock()
+	closeNow := !m.retired && m.refs == 0
+	m.retired = true
+	d.mu.Unlock()
+	if closeNow {
+		if err := d.closeModel(m); err != nil {
+			d.opts.Logger.Warn("closing the previous model", "err", err)
+		}
+	}
+}
+
+// closeModel closes m's engine, once, and tells those waiting for it.
+func (d *Daemon) closeModel(m *loaded) error {
+	d.mu.Lock()
+	select {
+	case <-m.closed:
+		d.mu.Unlock()
+		return nil
+	default:
+	}
+	close(m.closed)
+	d.mu.Unlock()
+	return m.eng.Close()
 }
 
 // progressFunc returns the load's progress callback: it records bytes read
@@ -163,15 +245,43 @@ func (d *Daemon) release(m *loaded) {
 	closeIt := m.retired && m.refs == 0
 	d.mu.Unlock()
 	if closeIt {
-		if err := m.eng.Close(); err != nil {
+		if err := d.closeModel(m); err != nil {
 			d.opts.Logger.Warn("closing the previous model", "err", err)
 		}
 	}
 }
 
-// warmUp runs the warm-up requests (decide.WarmUpRequests: common request
-// shapes, so that the first real requests do not pay for first-use costs)
-// one at a time and then all together.
+// warmUpPages are the page sizes, in rows, warmed up after the short
+// requests, each with one question and with three (a yes/no, a choice and
+// a score): the shapes of real requests, so the first of each does not pay
+// for the buffers and kernels its passes need.
+var warmUpPages = []int{4, 40, 160}
+
+// warmUpPage returns a request about a page of rows of an inventory table,
+// with one question or with three.
+func warmUpPage(rows int, three bool) string {
+	var b strings.Builder
+	b.WriteString(`{"evidence":{"page":"inventory","rows":[`)
+	for i := range rows {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"item":"part %d","bin":"%c","qty":%d}`, i*7%97, 'A'+rune(i%4), i*13%17)
+	}
+	b.WriteString(`]},"questions":{"a":{"type":"noul","instructions":"Is any item on this page out of stock?"}`)
+	if three {
+		b.WriteString(`,"b":{"type":"choice","instructions":"Which bin holds the most items?","criteria":{"A":"bin A","B":"bin B","C":"bin C","other":"another bin"}}`)
+		b.WriteString(`,"c":{"type":"score","instructions":"How well stocked is this page?","criteria":["empty","low","normal","full"]}`)
+	}
+	b.WriteString(`}}`)
+	return b.String()
+}
+
+// warmUp runs the short warm-up requests (decide.WarmUpRequests, which
+// int8 calibrates on) one at a time, then all together,
+// then the pages of warmUpPages with one question and with three, and
+// drops the prefix states they left (no real request shares their
+// evidence).
 func warmUp(ctx context.Context, eng Engine) error {
 	reqs := decide.WarmUpRequests()
 	// A model may refuse a shape (rows too long for it): that is no reason
@@ -216,6 +326,24 @@ func warmUp(ctx context.Context, eng Engine) error {
 		if failed(err) {
 			return fmt.Errorf("warm-up batch, request %d: %w", i, err)
 		}
+	}
+	for _, rows := range warmUpPages {
+		for _, three := range []bool{false, true} {
+			r, err := decide.ParseJSON([]byte(warmUpPage(rows, three)))
+			if err != nil {
+				return fmt.Errorf("warm-up page of %d rows: %w", rows, err)
+			}
+			errs, err := run([]*decide.Request{r})
+			if err == nil && failed(errs[0]) {
+				err = errs[0]
+			}
+			if err != nil {
+				return fmt.Errorf("warm-up page of %d rows, %d questions: %w", rows, len(r.Questions), err)
+			}
+		}
+	}
+	if c, ok := eng.(interface{ ClearCache() }); ok {
+		c.ClearCache()
 	}
 	return nil
 }

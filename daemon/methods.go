@@ -16,6 +16,8 @@ import (
 // ServeIPC answers one request; it implements ipc.Handler.
 func (d *Daemon) ServeIPC(ctx context.Context, req *ipc.Request) (any, error) {
 	switch req.Method {
+	case api.MethodConfigure:
+		return d.serveConfigure(req.Params)
 	case api.MethodDecide:
 		return d.serveDecide(ctx, req)
 	case api.MethodDecideBatch:
@@ -28,6 +30,8 @@ func (d *Daemon) ServeIPC(ctx context.Context, req *ipc.Request) (any, error) {
 		return "pong", nil
 	case api.MethodStatus:
 		return d.Status(), nil
+	case api.MethodUnload:
+		return d.serveUnload(ctx)
 	}
 	return nil, api.Errorf(api.CodeUnknownMethod, "no method %q (methods: %s)", req.Method, strings.Join(api.Methods[:], ", "))
 }

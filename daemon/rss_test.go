@@ -24,8 +24,14 @@ import (
 )
 
 // daemonEnv names the socket a re-executed test binary serves the demo
-// model on (see TestMain), so that its memory can be measured alone.
-const daemonEnv = "STARTLUX_TEST_DAEMON"
+// model on (see TestMain), so that its memory can be measured alone;
+// daemonModelEnv, when set, names the checkpoint it serves instead;
+// daemonNoWarmupEnv, when set, turns its warm-up off.
+const (
+	daemonEnv         = "STARTLUX_TEST_DAEMON"
+	daemonModelEnv    = "STARTLUX_TEST_DAEMON_MODEL"
+	daemonNoWarmupEnv = "STARTLUX_TEST_DAEMON_NO_WARMUP"
+)
 
 func TestMain(m *testing.M) {
 	if sock := os.Getenv(daemonEnv); sock != "" {
@@ -34,7 +40,7 @@ func TestMain(m *testing.M) {
 			io.Copy(io.Discard, os.Stdin)
 			cancel()
 		}()
-		err := Run(ctx, RunOptions{Socket: sock, Daemon: Options{Load: DecideLoader(LoaderOptions{}), ModelsDir: filepath.Dir(sock)},
+		err := Run(ctx, RunOptions{Socket: sock, Daemon: Options{Load: DecideLoader(LoaderOptions{}), ModelsDir: filepath.Dir(sock), Model: os.Getenv(daemonModelEnv), NoWarmup: os.Getenv(daemonNoWarmupEnv) != ""},
 			Listening: func(string) { fmt.Println("listening") }})
 		if err != nil {
 			fmt.Println("daemon:", err)
@@ -53,7 +59,12 @@ type rssDaemon struct {
 
 // startRSSDaemon runs the demo daemon in a fresh process and waits until its
 // model is ready.
-func startRSSDaemon(t testing.TB) *rssDaemon {
+func startRSSDaemon(t testing.TB) *rssDaemon { return startRSSDaemonOn(t, "", api.StateReady) }
+
+// startRSSDaemonOn runs the daemon of the checkpoint in model ("" for the
+// demo) in a fresh process and waits until its state is want (ready, or
+// failed for a model that cannot load).
+func startRSSDaemonOn(t testing.TB, model, want string) *rssDaemon {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("peak memory is read from /proc/PID/status (Linux)")
@@ -64,7 +75,7 @@ func startRSSDaemon(t testing.TB) *rssDaemon {
 	}
 	sock := filepath.Join(t.TempDir(), "run", "d.sock")
 	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), daemonEnv+"="+sock)
+	cmd.Env = append(os.Environ(), daemonEnv+"="+sock, daemonModelEnv+"="+model)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -93,11 +104,11 @@ func startRSSDaemon(t testing.TB) *rssDaemon {
 		if err := c.Call(context.Background(), api.MethodStatus, nil, &st); err != nil {
 			t.Fatal(err)
 		}
-		if st.State == api.StateReady {
+		if st.State == want {
 			break
 		}
 		if st.State == api.StateFailed || time.Now().After(deadline) {
-			t.Fatalf("the daemon process is not ready: %+v", st)
+			t.Fatalf("the daemon process is not %s: %+v", want, st)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -63,6 +63,8 @@ func (d *Daemon) acquireModel(ctx context.Context) (*loaded, error) {
 			msg := d.loadErr
 			d.mu.Unlock()
 			return nil, api.Errorf(api.CodeModelLoadFailed, "no model is loaded: %s", msg)
+		case d.state == api.StateUnloaded:
+			d.reloadLocked() // and wait for it, as during any load
 		}
 		if !counted {
 			d.waiting++
@@ -167,6 +169,7 @@ func (d *Daemon) submit(ctx context.Context, m *loaded, preps []Job) ([]*job, er
 func (d *Daemon) finish(j *job, r result) {
 	d.mu.Lock()
 	d.inFlight -= j.cost
+	d.lastActive = time.Now()
 	d.mu.Unlock()
 	d.release(j.m)
 	j.done <- r

@@ -84,6 +84,12 @@ type family interface {
 	decide(ctx context.Context, r *runner, jobs []batchJob) ([]*Response, []error)
 }
 
+// headWeights is implemented by families that hold weights besides the
+// model's (the pointer head): Info.WeightBytes counts them.
+type headWeights interface {
+	headBytes() int64
+}
+
 // Prepared is a request validated and tokenised by [Engine.Prepare],
 // waiting to be answered by [Engine.DecidePrepared] on the same engine. It
 // holds the request's rows as token ids; it is answered once.
@@ -262,7 +268,8 @@ func (r *runner) prefill(ctx context.Context, prefix *model.State, ids []int32) 
 }
 
 // forwardPasses runs rows longest first in passes of at most maxTokens
-// padded tokens, split where padding would cost more than a pass
+// padded tokens and MaxPassRows rows, split where padding would cost more
+// than a pass
 // (planPasses), and hands each row's output to done with the row's index.
 // A row longer than maxTokens has its head (up to its first gathered
 // position) prefilled in pieces first, then runs its tail alone, so that no
@@ -289,7 +296,7 @@ func (r *runner) forwardPasses(ctx context.Context, rows []model.Row, head *tens
 		lens[k] = len(rows[i].IDs)
 	}
 	start := 0
-	for _, end := range planPasses(lens, r.maxTokens) {
+	for _, end := range planPasses(lens, r.maxTokens, MaxPassRows) {
 		pass := make([]model.Row, end-start)
 		for k := range pass {
 			pass[k] = rows[short[start+k]]

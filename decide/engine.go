@@ -20,6 +20,11 @@ const (
 	DefaultCacheLimit = 512 << 20
 	// MaxPassTokens bounds the padded tokens (rows × longest row) of one pass.
 	MaxPassTokens = 16384
+	// MaxPassRows bounds the rows of one pass: each holds a copy of its
+	// prefix's recurrent state (NV·DK·DV floats per DeltaNet layer's pass,
+	// 1 MiB for Qwen3.5-0.8B), so that what a pass holds is bounded by
+	// the model's shapes (model.Config.PassBytes).
+	MaxPassRows = 256
 	// minPrefixSaving is the number of tokens a shared prefix must save,
 	// (rows − 1) × (prefix − base), before it runs once on its own.
 	minPrefixSaving = 192
@@ -64,8 +69,10 @@ type Info struct {
 	// Int8 names the backend's int8 kernel when the large projections run
 	// as int8 products (Options.Int8), "" when they are float.
 	Int8 string `json:"int8,omitempty"`
-	// WeightBytes is the bytes of the model's weights as held (int8
-	// projections count their int8 bytes and scales).
+	// WeightBytes is the bytes of the weights the engine holds: the
+	// model's as they are bound (mapped or in memory, quantised or int8:
+	// int8 projections count their int8 bytes and scales) and a pointer
+	// head's.
 	WeightBytes int64 `json:"weight_bytes"`
 	// Derived is true when the checkpoint has no decision_config.json and
 	// runs with the config [DeriveConfig] made: zero-shot, its
@@ -258,6 +265,9 @@ func open(src ckptSource, info Info, opts Options) (_ *Engine, err error) {
 	info.Format = fam.format()
 	info.Backend = m.Backend().Name()
 	info.Int8, info.WeightBytes = m.Int8(), m.WeightBytes()
+	if h, ok := fam.(headWeights); ok {
+		info.WeightBytes += h.headBytes()
+	}
 	info.MaxPositions = m.Config.MaxPositions
 	info.PreambleTokens = len(pre)
 	e.info = info

@@ -8,12 +8,13 @@ const passOverheadTokens = 64
 
 // planPasses splits rows, whose lengths lens are sorted longest first, into
 // consecutive passes of at most maxTokens padded positions (rows × longest
-// row; a single row longer than that runs alone), choosing the split that
+// row; a single row longer than that runs alone) and at most maxRows rows
+// (each row of a pass holds its own recurrent state), choosing the split that
 // minimises the padded positions computed plus passOverheadTokens per pass.
 // Padding every short row to the longest one of a big batch wastes more than
 // a second pass costs, and the greedy fill does exactly that. It returns the
 // end index of each pass.
-func planPasses(lens []int, maxTokens int) []int {
+func planPasses(lens []int, maxTokens, maxRows int) []int {
 	n := len(lens)
 	if n == 0 {
 		return nil
@@ -27,7 +28,7 @@ func planPasses(lens []int, maxTokens int) []int {
 		// The last pass is rows i..j-1; its width is lens[i], the longest.
 		for i := j - 1; i >= 0; i-- {
 			w := lens[i] * (j - i)
-			if w > maxTokens && i < j-1 {
+			if (w > maxTokens || j-i > maxRows) && i < j-1 {
 				break // longer passes only grow
 			}
 			if c := best[i] + w + passOverheadTokens; best[j] < 0 || c < best[j] {

@@ -17,7 +17,7 @@ func passCost(lens, ends []int) int {
 }
 
 // bruteBest tries every split of lens into consecutive passes.
-func bruteBest(lens []int, maxTokens int) int {
+func bruteBest(lens []int, maxTokens, maxRows int) int {
 	n := len(lens)
 	best := -1
 	for mask := 0; mask < 1<<(n-1); mask++ {
@@ -30,7 +30,7 @@ func bruteBest(lens []int, maxTokens int) int {
 		ends = append(ends, n)
 		ok, start := true, 0
 		for _, e := range ends {
-			if e-start > 1 && lens[start]*(e-start) > maxTokens {
+			if e-start > 1 && (lens[start]*(e-start) > maxTokens || e-start > maxRows) {
 				ok = false
 			}
 			start = e
@@ -55,7 +55,8 @@ func TestPlanPasses(t *testing.T) {
 			}
 		}
 		sort.Sort(sort.Reverse(sort.IntSlice(lens)))
-		ends := planPasses(lens, maxTokens)
+		maxRows := 1 + r.IntN(12)
+		ends := planPasses(lens, maxTokens, maxRows)
 		start := 0
 		for _, e := range ends {
 			if e <= start {
@@ -64,12 +65,15 @@ func TestPlanPasses(t *testing.T) {
 			if e-start > 1 && lens[start]*(e-start) > maxTokens {
 				t.Fatalf("lens %v max %d: pass %d..%d has %d padded tokens", lens, maxTokens, start, e, lens[start]*(e-start))
 			}
+			if e-start > maxRows {
+				t.Fatalf("lens %v: pass %d..%d has %d rows, more than %d", lens, start, e, e-start, maxRows)
+			}
 			start = e
 		}
 		if start != n {
 			t.Fatalf("lens %v: passes %v do not cover the %d rows", lens, ends, n)
 		}
-		if got, want := passCost(lens, ends), bruteBest(lens, maxTokens); got != want {
+		if got, want := passCost(lens, ends), bruteBest(lens, maxTokens, maxRows); got != want {
 			t.Fatalf("lens %v max %d: passes %v cost %d, the best split costs %d", lens, maxTokens, ends, got, want)
 		}
 	}
@@ -82,11 +86,11 @@ func TestPlanPassesSplitsMixedLengths(t *testing.T) {
 	for range 15 {
 		lens = append(lens, 40)
 	}
-	if ends := planPasses(lens, MaxPassTokens); len(ends) != 2 || ends[0] != 1 {
+	if ends := planPasses(lens, MaxPassTokens, MaxPassRows); len(ends) != 2 || ends[0] != 1 {
 		t.Errorf("passes %v, want [1 16]", ends)
 	}
 	// Rows of equal length share one pass.
-	if ends := planPasses([]int{50, 50, 50, 50}, MaxPassTokens); len(ends) != 1 {
+	if ends := planPasses([]int{50, 50, 50, 50}, MaxPassTokens, MaxPassRows); len(ends) != 1 {
 		t.Errorf("equal rows split into passes %v", ends)
 	}
 }

@@ -115,6 +115,9 @@ type pointerFamily struct {
 	trace func(r *Request, q *Question, state, branch []int32, decide int, opts []int, logits []float32)
 }
 
+// headBytes implements headWeights: the head's projections, float32.
+func (f *pointerFamily) headBytes() int64 { return 4 * int64(len(f.wq)+len(f.wk)) }
+
 // newPointerFamily reads a pointer/1 decision config.
 func newPointerFamily(data []byte, opts Options) (*pointerFamily, error) {
 	cfg, err := ParsePointerConfig(data)

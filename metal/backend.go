@@ -20,6 +20,10 @@ type Options struct {
 	// CacheDir is where the emulator keeps its built kernel libraries
 	// (default: the user cache directory, under startlux/metal-emu).
 	CacheDir string
+	// PoolLimit bounds the bytes of freed tensor buffers kept for reuse
+	// (0: bufpool.DefaultLimit, < 0: none kept); see
+	// [Backend.SetPoolLimit].
+	PoolLimit int64
 	// CommandTimeout bounds each wait for the device (Read, Sync): work
 	// not finished by then fails with a tensor.ErrDeviceFault. 0 means
 	// DefaultCommandTimeout on the GPU and no bound under the emulator
@@ -54,7 +58,7 @@ func newEmulatedDevice(ctx context.Context, opts Options, dev emuDevice, extra s
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{drv: &emuDriver{lib: lib, dev: dev, faults: opts.Faults}, timeout: commandTimeout(opts, false)}, nil
+	return newBackend(&emuDriver{lib: lib, dev: dev, faults: opts.Faults}, opts, false), nil
 }
 
 // newEmulatedLimits is the emulated backend placing weights as a device
@@ -66,7 +70,7 @@ func newEmulatedLimits(ctx context.Context, opts Options, lim deviceLimits) (*Ba
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{drv: &emuDriver{lib: lib, place: &placement{lim: lim}, faults: opts.Faults}, timeout: commandTimeout(opts, false)}, nil
+	return newBackend(&emuDriver{lib: lib, place: &placement{lim: lim}, faults: opts.Faults}, opts, false), nil
 }
 
 // buffer is a driver's buffer.
@@ -108,6 +112,7 @@ type Backend struct {
 	drv  driver
 	err  error
 	int8 int8State
+	mem  memPool
 	// timeout bounds each wait for the device (0: none); read-only after
 	// the backend is made.
 	timeout time.Duration
@@ -128,7 +133,10 @@ func (t *tens) Len() int { return t.n }
 func (b *Backend) Name() string { return b.drv.name() }
 
 // Close releases the device resources. The backend must not be used after.
-func (b *Backend) Close() { b.drv.close() }
+func (b *Backend) Close() {
+	b.mem.close(b.drv)
+	b.drv.close()
+}
 
 func (b *Backend) fail(err error) {
 	if b.err == nil {
@@ -144,8 +152,12 @@ func tn(t tensor.Tensor) *tens {
 	return x
 }
 
-// Alloc returns a tensor of n float32 elements.
+// Alloc returns a tensor of n float32 elements (a buffer given back by
+// Free is reused).
 func (b *Backend) Alloc(n int) tensor.Tensor {
+	if buf, ok := b.mem.get(4 * n); ok {
+		return &tens{buf: buf, n: n}
+	}
 	buf, err := b.drv.alloc(4 * n)
 	if err != nil {
 		panic(fmt.Sprintf("metal: alloc %d floats: %v", n, err))
@@ -153,11 +165,12 @@ func (b *Backend) Alloc(n int) tensor.Tensor {
 	return &tens{buf: buf, n: n}
 }
 
-// Free releases t once the work queued on it has finished.
+// Free gives t's buffer back for reuse once the work queued on it has
+// finished.
 func (b *Backend) Free(t tensor.Tensor) {
 	x := tn(t)
 	if x.buf != nil {
-		b.drv.free(x.buf)
+		b.mem.put(b.drv, 4*x.n, x.buf)
 		x.buf = nil
 	}
 }
@@ -215,7 +228,9 @@ func (b *Backend) Sync(ctx context.Context) error {
 		wctx, cancel = context.WithTimeout(ctx, b.timeout)
 		defer cancel()
 	}
-	return b.syncErr(ctx, wctx, b.drv.wait(wctx))
+	werr := b.drv.wait(wctx)
+	b.mem.settle(b.drv)
+	return b.syncErr(ctx, wctx, werr)
 }
 
 // params packs kernel parameters: each value is one 32-bit field (int and

@@ -3,14 +3,18 @@ package metal_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
+	"strings"
 	"testing"
 
+	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/internal/goldens"
 	"github.com/startlux/startlux/internal/testenv"
 	"github.com/startlux/startlux/metal"
+	"github.com/startlux/startlux/tensor"
 )
 
 // decideCases are the decide-demo.json cases run through the emulated
@@ -75,4 +79,80 @@ func TestDecideDemo(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestPoolBoundDecide answers requests of two shapes (pages of 2 and 8 rows,
+// with one and two questions) on the backend under test with its pool
+// of freed buffers bounded to 256 KiB: after each the pool holds no more,
+// it did keep buffers, and the probabilities are the CPU backend's within
+// 1e-3.
+func TestPoolBoundDecide(t *testing.T) {
+	if testing.Short() {
+		t.Skip("whole decisions through the emulator")
+	}
+	be, err := metal.OpenUnderTest()
+	if errors.Is(err, metal.ErrNoCompiler) {
+		testenv.Missing(t, "%v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 256 << 10
+	pool := be.(tensor.Pooler)
+	pool.SetPoolLimit(limit)
+	e, err := decide.Open("../testdata/demo-decision", be, decide.Options{CacheLimit: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	ref, err := cpu.New(cpu.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := decide.Open("../testdata/demo-decision", ref, decide.Options{CacheLimit: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer want.Close()
+	var kept int64
+	for i, rows := range []int{2, 8} {
+		var items []string
+		for r := range rows {
+			items = append(items, fmt.Sprintf(`{"item": "part %d", "qty": %d}`, r, (r*5+i)%7))
+		}
+		qs := []string{
+			`"empty": {"type": "noul", "instructions": "Is any part out of stock?"}`,
+			`"level": {"type": "score", "instructions": "How full is the page?", "criteria": ["empty", "some", "full"]}`,
+			`"first": {"type": "choice", "instructions": "Which part comes first?", "criteria": {"a": "part 0", "b": "part 1"}}`,
+		}
+		js := `{"evidence": {"page": [` + strings.Join(items, ", ") + `]}, "questions": {` + strings.Join(qs[:1+i], ", ") + `}}`
+		req, err := decide.ParseJSON([]byte(js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.Decide(context.Background(), req)
+		if err != nil {
+			t.Fatalf("page of %d rows: %v", rows, err)
+		}
+		held, _ := pool.PoolStats()
+		if held > limit {
+			t.Fatalf("page of %d rows: the pool holds %d bytes, limit %d", rows, held, limit)
+		}
+		kept = max(kept, held)
+		ref, err := want.Decide(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, a := range got.Answers {
+			for j, p := range ref.Answers[k].Probs {
+				if d := math.Abs(a.Probs[j] - p); d > 1e-3 {
+					t.Errorf("page of %d rows, %s: p[%d] = %.6f, the CPU backend's %.6f", rows, a.Name, j, a.Probs[j], p)
+				}
+			}
+		}
+	}
+	if kept == 0 {
+		t.Error("the pool never kept a buffer")
+	}
+	t.Logf("the pool held up to %d of %d bytes", kept, limit)
 }

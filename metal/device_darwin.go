@@ -38,7 +38,7 @@ func New(opts Options) (tensor.Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Backend{drv: d, timeout: commandTimeout(opts, true)}, nil
+	return newBackend(d, opts, true), nil
 }
 
 // mtlSize is MTLSize: three NSUIntegers.
@@ -236,6 +236,20 @@ func Describe(opts Options) (DeviceInfo, error) {
 		info.LibraryErr = err.Error()
 	}
 	return info, nil
+}
+
+// RecommendedWorkingSet opens the GPU picked by opts.Device and returns its
+// recommendedMaxWorkingSetSize (the bytes it keeps resident without
+// degrading), without compiling the kernel library.
+func RecommendedWorkingSet(opts Options) (uint64, error) {
+	d, err := openDevice(opts)
+	if err != nil {
+		return 0, err
+	}
+	defer d.close()
+	var n uint64
+	d.rt.Pool(func() { n = d.rt.SendUint64(d.dev, d.s.recommendedMaxWorkingSetSize) })
+	return n, nil
 }
 
 // openDevice opens the device and its command queue.

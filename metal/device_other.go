@@ -28,3 +28,9 @@ func New(opts Options) (tensor.Backend, error) {
 func Describe(opts Options) (DeviceInfo, error) {
 	return DeviceInfo{}, fmt.Errorf("metal: %w", Supported())
 }
+
+// RecommendedWorkingSet reports the GPU's recommendedMaxWorkingSetSize; off
+// Apple Silicon it returns why there is no GPU.
+func RecommendedWorkingSet(opts Options) (uint64, error) {
+	return 0, fmt.Errorf("metal: %w", Supported())
+}

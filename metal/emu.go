@@ -357,6 +357,13 @@ func (d *emuDriver) free(b buffer) {
 	d.frees = append(d.frees, e)
 }
 
+// scrub poisons a freed buffer kept for reuse (see memPool).
+func (d *emuDriver) scrub(b buffer) {
+	if e := b.(*emuBuf); !e.weight {
+		poison(e.data)
+	}
+}
+
 func poison(data []byte) {
 	for i := 0; i+4 <= len(data); i += 4 {
 		data[i], data[i+1], data[i+2], data[i+3] = 0x00, 0x00, 0xc0, 0x7f // quiet NaN

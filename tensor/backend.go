@@ -190,3 +190,14 @@ type Int8Backend interface {
 	// unavailable on this backend.
 	Int8Kernel() (string, error)
 }
+
+// Pooler is implemented by backends that keep the memory of freed tensors
+// and of their scratch buffers for reuse, bounded in bytes, the least
+// recently used dropped first (internal/bufpool).
+type Pooler interface {
+	// PoolStats returns the bytes kept for reuse now and their bound.
+	PoolStats() (held, limit int64)
+	// SetPoolLimit changes the bound (≤ 0: keep nothing), dropping what is
+	// kept beyond it at once.
+	SetPoolLimit(bytes int64)
+}

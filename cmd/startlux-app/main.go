@@ -26,6 +26,7 @@ import (
 
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/app"
+	"github.com/startlux/startlux/internal/settings"
 )
 
 func main() {
@@ -73,7 +74,7 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	settings, err := app.SettingsFile()
+	settingsPath, err := settings.Path()
 	if err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func run(args []string) error {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	ctrl := app.New(d, sys, app.Options{ModelsDir: models, SettingsFile: settings, OnQuit: cancel})
+	ctrl := app.New(d, sys, app.Options{ModelsDir: models, SettingsFile: settingsPath, OnQuit: cancel})
 	if *printMenu {
 		fmt.Print(ctrl.Poll(ctx).Text())
 		return nil

@@ -36,6 +36,7 @@ func commands() []command {
 		{"status", "show what the daemon is doing", runStatus},
 		{"models", "list the checkpoints in the models folder", runModels},
 		{"use", "switch the daemon to a model (a name in the models folder, or a directory)", runUse},
+		{"unload", "unload the daemon's model now (the next decision loads it again)", runUnload},
 		{"pull", "download a checkpoint from the Hugging Face Hub into the models folder", runPull},
 		{"rm", "delete a model from the models folder", runRm},
 		{"tokenize", "tokenise JSON strings read from stdin, one per line", runTokenize},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/hub"
 )
 
@@ -86,7 +87,28 @@ func runPull(ctx context.Context, env *cmdEnv, args []string) error {
 		fmt.Fprintf(env.stderr, "note: %s has no decision_config.json: it runs zero-shot with a derived config, and its "+
 			"probabilities are the model's own, %s\n", *name, api.UncalibratedNote)
 	}
+	pullFitNote(ctx, env.stderr, dest, daemon.SystemMemory())
 	return nil
+}
+
+// pullFitNote says what the pulled model will need at serve's default
+// limits against what the machine has now: the fit check a load of it
+// makes, told before anyone asks for the load.
+func pullFitNote(ctx context.Context, w io.Writer, dir string, mem daemon.Memory) {
+	fp, err := daemon.DecideEstimator(daemon.LoaderOptions{})(ctx, dir, false)
+	if err != nil {
+		fmt.Fprintf(w, "note: what the model needs in memory could not be told: %v\n", err)
+		return
+	}
+	if !mem.Known {
+		fmt.Fprintf(w, "memory: loading it needs %s at the default limits\n", fp)
+		return
+	}
+	fmt.Fprintf(w, "memory: loading it needs %s at the default limits; %s available now\n", fp, mb(mem.Available))
+	if fp.Total() > mem.Available {
+		fmt.Fprintf(w, "note: a load now would be refused for want of memory (unless it replaces a model in service that frees enough): "+
+			"free memory, or serve with a lower --cache-limit, --scratch-limit or --max-request-tokens\n")
+	}
 }
 
 // checkModelName refuses names that cannot be a model's directory in the

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/hub"
 	"github.com/startlux/startlux/hub/hubtest"
 )
@@ -81,6 +82,8 @@ func TestPullModelsRm(t *testing.T) {
 		t.Fatalf("%v\n%s", err, errOut)
 	} else if strings.Contains(errOut, "uncalibrated") {
 		t.Errorf("a calibrated checkpoint called uncalibrated:\n%s", errOut)
+	} else if !strings.Contains(errOut, "memory: loading it needs ") {
+		t.Errorf("the pull of a calibrated checkpoint does not say what it needs:\n%s", errOut)
 	}
 	_, _, err = runCmdErr(t, "pull", "owner/demo", "--name", "tiny-qwen35")
 	if err == nil || !strings.Contains(err.Error(), "already exists") || !strings.Contains(err.Error(), "startlux rm tiny-qwen35") {
@@ -260,4 +263,30 @@ func dirBytes(t *testing.T, dir string) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// TestPullFitNote holds the pulled model's footprint to injected memory
+// sizes: a machine with less free than it needs is told a load would be
+// refused, one with enough is not.
+func TestPullFitNote(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "m")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "..", "testdata", "demo-decision"))); err != nil {
+		t.Fatal(err)
+	}
+	fp, err := daemon.DecideEstimator(daemon.LoaderOptions{})(context.Background(), dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		avail   int64
+		refused bool
+	}{{fp.Total() - 1, true}, {fp.Total(), false}, {fp.Total() + 8e9, false}} {
+		var b strings.Builder
+		pullFitNote(context.Background(), &b, dir, daemon.Memory{Known: true, Total: 32e9, Available: tt.avail})
+		out := b.String()
+		if !strings.Contains(out, "memory: loading it needs "+fp.String()+" at the default limits; "+mb(tt.avail)+" available now") ||
+			strings.Contains(out, "would be refused") != tt.refused {
+			t.Errorf("%d bytes available for %d: %q", tt.avail, fp.Total(), out)
+		}
+	}
 }

@@ -13,7 +13,10 @@ import (
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/backends"
 	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/internal/settings"
 	"github.com/startlux/startlux/ipc"
+	"github.com/startlux/startlux/metal"
 )
 
 // runServe is "startlux serve": the daemon. It listens at once, loads the
@@ -33,6 +36,9 @@ func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 	useInt8 := fs.Bool("int8", false, "run the large projections as int8 products (the load method's \"int8\" changes it); refused by a backend without them")
 	passTokens := fs.Int("pass-tokens", 0, "longest forward pass of a large request in `TOKENS` (0: 256); passes of concurrent requests take turns")
 	inFlight := fs.Int64("max-tokens-in-flight", 0, "`TOKENS` of the decisions queued and running beyond which requests get overloaded (0: 4194304)")
+	maxRequest := fs.Int("max-request-tokens", 0, "most `TOKENS` of all the rows one request renders (0: 262144); with the model's shapes it sets the memory the largest pass may take, which the fit check counts")
+	scratchLimit := fs.Int64("scratch-limit", 0, "`BYTES` of freed activation and scratch buffers the backend keeps for reuse, least recently used dropped first (0: 1 GiB, -1: none)")
+	idleUnload := fs.Duration("idle-unload", defaultIdleUnload, "unload the model after this `DURATION` without a decision (0: never; when not given, the app's setting, else 30m); the next decision loads it again")
 	backend := backendFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -61,16 +67,29 @@ func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 			c.Close()
 		}
 	}
+	// The fit check holds a model on Metal to the GPU's working set as
+	// well: for metal, and for auto where it tries Metal first.
+	machine := machineMemory(*backend == "metal" || plan.Fallback != nil)
+	idle, err := idleUnloadSetting(fs, *idleUnload)
+	if err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	lo := daemon.LoaderOptions{
+		CacheLimit:   *cacheLimit,
+		ScratchLimit: *scratchLimit,
+		Limits:       decide.Limits{MaxRequestTokens: *maxRequest},
+		Backend:      plan.Open,
+		Fallback:     plan.Fallback,
+	}
 	logger := slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	pr := newProgressPrinter(env.stderr)
 	err = daemon.Run(ctx, daemon.RunOptions{
 		Socket: *socket,
 		Daemon: daemon.Options{
-			Load: daemon.DecideLoader(daemon.LoaderOptions{
-				CacheLimit: *cacheLimit,
-				Backend:    plan.Open,
-				Fallback:   plan.Fallback,
-			}),
+			Load:              daemon.DecideLoader(lo),
+			Estimate:          daemon.DecideEstimator(lo),
+			Memory:            machine,
+			IdleUnload:        idle,
 			Model:             dir,
 			ModelsDir:         modelsDir,
 			MaxBatch:          *maxBatch,
@@ -87,6 +106,52 @@ func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	fmt.Fprintln(env.stderr, "startlux: stopped")
 	return nil
+}
+
+// defaultIdleUnload is how long serve waits without a decision before it
+// unloads the model, unless told otherwise.
+const defaultIdleUnload = 30 * time.Minute
+
+// idleUnloadSetting returns the idle-unload time: the flag when given, else
+// the app's setting (internal/settings), else the default.
+func idleUnloadSetting(fs *flag.FlagSet, flagValue time.Duration) (time.Duration, error) {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "idle-unload" })
+	if given {
+		if flagValue < 0 {
+			return 0, fmt.Errorf("--idle-unload %v: want a duration, or 0 for never", flagValue)
+		}
+		return flagValue, nil
+	}
+	path, err := settings.Path()
+	if err != nil {
+		return defaultIdleUnload, nil
+	}
+	s, err := settings.Load(path)
+	if err != nil {
+		return 0, fmt.Errorf("%w (fix or remove the file; --idle-unload overrides it)", err)
+	}
+	if d, ok, _ := s.IdleUnloadDuration(); ok {
+		return d, nil
+	}
+	return defaultIdleUnload, nil
+}
+
+// machineMemory returns the fit check's view of the machine: its memory,
+// and when the model may run on Metal (onMetal) the GPU's recommended
+// working set, read once.
+func machineMemory(onMetal bool) func() daemon.Memory {
+	var ws int64
+	if onMetal {
+		if n, err := metal.RecommendedWorkingSet(metal.Options{}); err == nil {
+			ws = int64(n)
+		}
+	}
+	return func() daemon.Memory {
+		m := daemon.SystemMemory()
+		m.GPUWorkingSet = ws
+		return m
+	}
 }
 
 // progressPrinter shows load progress: a line redrawn in place on a

@@ -300,13 +300,16 @@ func TestServeInt8(t *testing.T) {
 	t.Setenv("XDG_DATA_HOME", filepath.Join(home, "data"))
 	sock, _ := startServe(t, "--int8", "--backend", "cpu")
 	type modelStatus struct {
-		Int8        bool   `json:"int8"`
-		Int8Kernel  string `json:"int8_kernel"`
-		WeightBytes int64  `json:"weight_bytes"`
+		Int8       bool   `json:"int8"`
+		Int8Kernel string `json:"int8_kernel"`
+	}
+	type memoryStatus struct {
+		Weights int64 `json:"weights"`
 	}
 	var st struct {
-		State string      `json:"state"`
-		Model modelStatus `json:"model"`
+		State  string       `json:"state"`
+		Model  modelStatus  `json:"model"`
+		Memory memoryStatus `json:"memory"`
 	}
 	for deadline := time.Now().Add(30 * time.Second); st.State != "ready"; time.Sleep(20 * time.Millisecond) {
 		out, err := runCmd(t, nil, "status", "--json", "--socket", sock)
@@ -321,8 +324,8 @@ func TestServeInt8(t *testing.T) {
 			t.Fatalf("status: %s", out)
 		}
 	}
-	if !st.Model.Int8 || st.Model.Int8Kernel == "" || st.Model.WeightBytes <= 0 {
-		t.Fatalf("status --json of serve --int8: model %+v", st.Model)
+	if !st.Model.Int8 || st.Model.Int8Kernel == "" || st.Memory.Weights <= 0 {
+		t.Fatalf("status --json of serve --int8: model %+v, memory %+v", st.Model, st.Memory)
 	}
 	if out, err := runCmd(t, nil, "status", "--socket", sock); err != nil || !strings.Contains(out, "int8:      on ("+st.Model.Int8Kernel+")") {
 		t.Errorf("status: %q %v", out, err)
@@ -336,10 +339,11 @@ func TestServeInt8(t *testing.T) {
 		t.Fatal(err)
 	}
 	var after struct {
-		Model modelStatus `json:"model"`
+		Model  modelStatus  `json:"model"`
+		Memory memoryStatus `json:"memory"`
 	}
-	if err := json.Unmarshal([]byte(raw), &after); err != nil || after.Model.Int8 || after.Model.WeightBytes <= st.Model.WeightBytes {
-		t.Errorf("after use --int8=false: %s (int8 weights were %d bytes)", raw, st.Model.WeightBytes)
+	if err := json.Unmarshal([]byte(raw), &after); err != nil || after.Model.Int8 || after.Memory.Weights <= st.Memory.Weights {
+		t.Errorf("after use --int8=false: %s (int8 weights were %d bytes)", raw, st.Memory.Weights)
 	}
 	c := goldenCases(t)[0]
 	out, err = runCmd(t, c.Request, "decide", "--socket", sock)
@@ -396,5 +400,42 @@ func TestUnsafeSocketDirs(t *testing.T) {
 	}
 	if _, err := runCmd(t, req, "decide", "--socket", sock); err != nil {
 		t.Errorf("decide once the directory is private again: %v", err)
+	}
+}
+
+// TestStatusMemoryAndUnload checks what startlux status prints of memory
+// and that startlux unload unloads: status then says so, and the next
+// decision loads the model again.
+func TestStatusMemoryAndUnload(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, "config"))
+	sock, _ := startServe(t, "--backend", "cpu", "--scratch-limit", "33554432", "--idle-unload", "2h")
+	var out string
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out, "state:     ready"); time.Sleep(20 * time.Millisecond) {
+		var err error
+		if out, err = runCmd(t, nil, "status", "--socket", sock); err != nil || time.Now().After(deadline) {
+			t.Fatalf("status: %q %v", out, err)
+		}
+	}
+	for _, want := range []string{"memory:    ", " resident: weights 3.2 MB, prefix cache ", " of 536.9 MB, scratch ", " of 33.6 MB\n",
+		"fit:       the model needs ", "unload:    after 2h0m0s without a decision\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status printed %q, want %q in it", out, want)
+		}
+	}
+	if out, err := runCmd(t, nil, "unload", "--socket", sock); err != nil || !strings.HasPrefix(out, "unloaded demo-decision (embedded); ") {
+		t.Fatalf("unload: %q %v", out, err)
+	}
+	out, err := runCmd(t, nil, "status", "--socket", sock)
+	if err != nil || !strings.Contains(out, "state:     unloaded (idle since ") {
+		t.Fatalf("status after unload: %q %v", out, err)
+	}
+	c := goldenCases(t)[0]
+	if _, err := runCmd(t, c.Request, "decide", "--socket", sock); err != nil {
+		t.Fatalf("decide on an unloaded daemon: %v", err)
+	}
+	if out, err := runCmd(t, nil, "status", "--socket", sock); err != nil || !strings.Contains(out, "state:     ready") {
+		t.Errorf("status after the decision: %q %v", out, err)
 	}
 }

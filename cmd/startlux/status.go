@@ -45,7 +45,15 @@ func runStatus(ctx context.Context, env *cmdEnv, args []string) error {
 
 // printStatus writes the status for people.
 func printStatus(w io.Writer, st *api.Status) {
-	fmt.Fprintf(w, "state:     %s\n", st.State)
+	if st.State == api.StateUnloaded {
+		since := st.IdleSince
+		if t, err := time.Parse(time.RFC3339, since); err == nil {
+			since = t.Local().Format("2006-01-02 15:04:05")
+		}
+		fmt.Fprintf(w, "state:     unloaded (idle since %s; the next decision loads it again)\n", since)
+	} else {
+		fmt.Fprintf(w, "state:     %s\n", st.State)
+	}
 	if st.Error != "" {
 		fmt.Fprintf(w, "error:     %s\n", st.Error)
 	}
@@ -60,7 +68,6 @@ func printStatus(w io.Writer, st *api.Status) {
 			fmt.Fprintf(w, "note:      %s\n", st.Model.BackendNote)
 		}
 		fmt.Fprintf(w, "int8:      %s\n", st.Model.Int8Summary())
-		fmt.Fprintf(w, "weights:   %.1f MB resident\n", float64(st.Model.WeightBytes)/1e6)
 		if st.State == api.StateReady || st.State == api.StateWarming {
 			calibration := "calibrated"
 			if !st.Model.Calibrated {
@@ -78,10 +85,43 @@ func printStatus(w io.Writer, st *api.Status) {
 		}
 		fmt.Fprintf(w, "loading:   %s: %s, %.0f%% of %.1f MB\n", modelLabel(p.Model), p.Phase, pct, float64(p.Total)/1e6)
 	}
-	fmt.Fprintf(w, "snapshots: %.1f MB of %.1f MB\n", float64(st.SnapshotBytes)/1e6, float64(st.SnapshotLimit)/1e6)
+	printMemory(w, &st.Memory)
+	idle := "never"
+	if st.IdleUnloadS > 0 {
+		idle = "after " + (time.Duration(st.IdleUnloadS * float64(time.Second))).String() + " without a decision"
+	}
+	fmt.Fprintf(w, "unload:    %s\n", idle)
 	fmt.Fprintf(w, "requests:  %d served, %d failed, %d queued\n", st.RequestsServed, st.RequestsFailed, st.Queued)
 	fmt.Fprintf(w, "latency:   p50 %.1f ms, p99 %.1f ms\n", st.LatencyP50MS, st.LatencyP99MS)
 	fmt.Fprintf(w, "uptime:    %s (pid %d)\n", (time.Duration(st.UptimeS) * time.Second).String(), st.PID)
+}
+
+// printMemory writes status's memory lines: what the daemon holds, what the
+// fit check found, what the machine has.
+func printMemory(w io.Writer, m *api.MemoryStatus) {
+	fmt.Fprintf(w, "memory:    %s resident: weights %s, prefix cache %s of %s, scratch %s of %s\n",
+		mb(m.Resident), mb(m.Weights), mb(m.Cache), mb(m.CacheLimit), mb(m.Scratch), mb(m.ScratchLimit))
+	if m.Needs > 0 || m.Available > 0 {
+		line := fmt.Sprintf("fit:       the model needs %s at the limits; %s available", mb(m.Needs), mb(m.Available))
+		if m.GPUWorkingSet > 0 {
+			line += fmt.Sprintf("; GPU working set %s", mb(m.GPUWorkingSet))
+		}
+		fmt.Fprintln(w, line)
+	}
+	if m.Warning != "" {
+		fmt.Fprintf(w, "warning:   %s\n", m.Warning)
+	}
+	if m.Note != "" {
+		fmt.Fprintf(w, "note:      %s\n", m.Note)
+	}
+}
+
+// mb writes a byte count in megabytes, or gigabytes from 1 GB.
+func mb(n int64) string {
+	if n >= 1e9 {
+		return fmt.Sprintf("%.1f GB", float64(n)/1e9)
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
 }
 
 // pullProgressText says how far a pull in the daemon is: bytes, total,

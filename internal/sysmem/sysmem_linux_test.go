@@ -21,6 +21,23 @@ func TestParse(t *testing.T) {
 	if _, ok := memTotal(write("bad", "MemTotal: lots\n")); ok {
 		t.Error("a bad MemTotal was read")
 	}
+	mi := write("meminfo2", "MemTotal:       24576000 kB\nMemFree:  1000 kB\nMemAvailable:    6200000 kB\n")
+	if n, ok := memField(mi, "MemAvailable:"); !ok || n != 6200000<<10 {
+		t.Errorf("MemAvailable = %d, %v", n, ok)
+	}
+	cg := [][2]string{{write("max", "4294967296\n"), write("current", "3221225472\n")}}
+	if n, ok := availableIn(mi, cg); !ok || n != 1<<30 {
+		t.Errorf("available under a cgroup limit = %d, %v; want 1 GiB", n, ok)
+	}
+	if n, ok := availableIn(mi, [][2]string{{write("nomax", "max\n"), write("current", "3221225472\n")}}); !ok || n != 6200000<<10 {
+		t.Errorf("available without a cgroup limit = %d, %v; want MemAvailable", n, ok)
+	}
+	if n, ok := statmResident(write("statm", "765 419 390 5 0 123 0\n"), 4096); !ok || n != 419*4096 {
+		t.Errorf("statm resident = %d, %v", n, ok)
+	}
+	if _, ok := statmResident(write("statm2", "765\n"), 4096); ok {
+		t.Error("a statm without a resident field was read")
+	}
 	for _, c := range []struct {
 		s  string
 		n  int64
