@@ -43,7 +43,7 @@ func commands() []command {
 		{"eval", "measure a model's accuracy and calibration on labelled requests", runEval},
 		{"calibrate", "fit per-type temperatures (and a position prior) to labelled requests", runCalibrate},
 		{"forward", "run a checkpoint on token ids and write its outputs as safetensors", runForward},
-		{"bench", "benchmarks: prefill, decide, serve, tokenize", runBench},
+		{"bench", "benchmarks: prefill, decide, pointer, serve, tokenize", runBench},
 		{"doctor", "check this machine for StartLux and print what a bug report needs", runDoctor},
 	}
 }
