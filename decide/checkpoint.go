@@ -3,7 +3,6 @@ package decide
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -26,15 +25,15 @@ func CheckCheckpoint(dir string) error {
 		fi, err := os.Stat(filepath.Join(append([]string{dir}, elem...)...))
 		return err == nil && fi.Mode().IsRegular()
 	}
-	data, err := decisionConfig(dirSource(dir, nil))
-	if errors.Is(err, fs.ErrNotExist) && isFile("config.json") && isFile("tokenizer.json") {
+	data, derived, err := decisionConfig(dirSource(dir, nil).read)
+	if derived && isFile("config.json") && isFile("tokenizer.json") {
 		return nil // zero-shot, on a config derived at load (DeriveConfig)
 	}
-	if err != nil {
+	if err != nil || derived {
 		return notOne
 	}
 	base := "."
-	if configFormat(data) == PointerFormat {
+	if ConfigFormat(data) == PointerFormat {
 		c, err := ParsePointerConfig(data)
 		if err != nil {
 			return notOne

@@ -177,14 +177,22 @@ type ckptSource struct {
 	adapter func(dir string) (*model.Adapter, error)
 }
 
-// decisionConfig reads the checkpoint's decision config: its bytes, or an
-// error wrapping fs.ErrNotExist when the checkpoint has none.
-func decisionConfig(src ckptSource) ([]byte, error) { return src.read(ConfigFile) }
+// decisionConfig reads a checkpoint's decision config through read: its
+// bytes, or derived true when the checkpoint has none (it then runs
+// zero-shot, on the config [DeriveConfig] makes at load). Open, the
+// estimate and CheckCheckpoint all read it here.
+func decisionConfig(read func(name string) ([]byte, error)) (data []byte, derived bool, err error) {
+	data, err = read(ConfigFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, true, nil
+	}
+	return data, false, err
+}
 
 // openFamily makes the family of a checkpoint from its decision config: the
 // format field picks it (jevfmt/1 when there is none).
 func openFamily(data []byte, opts Options) (family, error) {
-	if configFormat(data) == PointerFormat {
+	if ConfigFormat(data) == PointerFormat {
 		return newPointerFamily(data, opts)
 	}
 	return newJevfmtFamily(data)
@@ -196,9 +204,8 @@ func openFamily(data []byte, opts Options) (family, error) {
 // does: the base model's tokenizer, the model (with what the family loads
 // with it), the family's own parts, the limits and the preamble.
 func open(src ckptSource, info Info, opts Options) (_ *Engine, err error) {
-	data, err := decisionConfig(src)
-	derived := errors.Is(err, fs.ErrNotExist)
-	if err != nil && !derived {
+	data, derived, err := decisionConfig(src.read)
+	if err != nil {
 		return nil, err
 	}
 	var fam family

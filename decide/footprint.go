@@ -1,7 +1,6 @@
 package decide
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"path"
@@ -78,9 +77,8 @@ type estimateSource struct {
 }
 
 func estimate(src estimateSource, opts Options, int8 bool) (Footprint, error) {
-	data, err := src.read(ConfigFile)
-	derived := errors.Is(err, fs.ErrNotExist) // run zero-shot (DeriveConfig)
-	if err != nil && !derived {
+	data, derived, err := decisionConfig(src.read)
+	if err != nil {
 		return Footprint{}, err
 	}
 	var f Footprint
@@ -93,7 +91,7 @@ func estimate(src estimateSource, opts Options, int8 bool) (Footprint, error) {
 		}
 		f.Weights = w.Resident(int8)
 		headRows = len(DefaultLetters) // the derived config's letters
-	case configFormat(data) == PointerFormat:
+	case ConfigFormat(data) == PointerFormat:
 		cfg, err := ParsePointerConfig(data)
 		if err != nil {
 			return Footprint{}, err

@@ -39,8 +39,9 @@ type PointerConfig struct {
 	} `json:"head"`
 }
 
-// configFormat returns the format field of a decision config, or "".
-func configFormat(data []byte) string {
+// ConfigFormat returns the format field of a decision config ("" when it
+// has none or does not parse: its parser reports that).
+func ConfigFormat(data []byte) string {
 	var f struct {
 		Format string `json:"format"`
 	}

@@ -2,7 +2,6 @@ package doctor
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -340,17 +339,13 @@ func checkModel(name, path string, fsys fs.FS) Model {
 		m.Check = failedf("no %s (nor a tokenizer.json to run zero-shot): not a checkpoint", decide.ConfigFile)
 		return m
 	}
-	var f struct {
-		Format string `json:"format"`
-	}
 	if data != nil {
-		json.Unmarshal(data, &f) // a bad config is reported by its parser
-		m.Format = f.Format
+		m.Format = decide.ConfigFormat(data)
 	}
 	base := "."
 	if m.Uncalibrated {
 		// No decision config to parse; the engine derives one at load.
-	} else if f.Format == decide.PointerFormat {
+	} else if m.Format == decide.PointerFormat {
 		c, err := decide.ParsePointerConfig(data)
 		if err != nil {
 			m.Check = failed(err)
