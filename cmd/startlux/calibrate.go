@@ -80,7 +80,7 @@ func runCalibrate(ctx context.Context, env *cmdEnv, args []string) error {
 			return fmt.Errorf("calibrate: %w", err)
 		}
 	}
-	e, err := openDecideEngine(&decideFlags{model: f.model, backend: f.backend})
+	e, err := openDecideEngine(f.model, f.backend, false)
 	if err != nil {
 		return fmt.Errorf("calibrate: %w", err)
 	}

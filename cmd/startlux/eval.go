@@ -72,7 +72,7 @@ func runEval(ctx context.Context, env *cmdEnv, args []string) error {
 		defer c.Close()
 		d, what = eval.Daemon{Client: c}, "the daemon at "+f.socket
 	} else {
-		e, err := openDecideEngine(&decideFlags{model: f.model, backend: f.backend})
+		e, err := openDecideEngine(f.model, f.backend, false)
 		if err != nil {
 			return fmt.Errorf("eval: %w", err)
 		}
