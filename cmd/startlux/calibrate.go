@@ -9,6 +9,7 @@ import (
 	"github.com/startlux/startlux/calibrate"
 )
 
+// runCalibrate is "startlux calibrate": calibrate.Run, its report printed.
 func runCalibrate(ctx context.Context, env *cmdEnv, args []string) error {
 	var o calibrate.RunOptions
 	fs := clientFlagSet("calibrate", "usage: startlux calibrate [--model DIR] --data FILE [--holdout FILE | --folds K] [--debias] [--write]\n\n"+

@@ -11,8 +11,10 @@ import (
 	"github.com/startlux/startlux/backends"
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/decide"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
+// runDecide is "startlux decide": in-process, or through the daemon.
 func runDecide(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := clientFlagSet("decide", "usage: startlux decide [flags] < request.json\n\n"+
 		"Reads one request (or a JSON array of requests) from stdin and prints the response JSON.", env.stderr)
@@ -71,6 +73,35 @@ func decideInProcess(ctx context.Context, env *cmdEnv, body []byte, model, backe
 	defer e.Close()
 	resps, errs := daemon.DecideDocument(ctx, e, doc)
 	return printDecisions(env.stdout, doc.Batch, resps, errs)
+}
+
+// decideViaDaemon sends the request (or JSON array of requests) in body to
+// the daemon and prints what "startlux decide --local" would: the response
+// JSON, or an array with an {"error": ...} object per failed request. Key
+// order is kept: the JSON is converted to msgpack as written, once, and
+// what is wrong with it is said as --local says it.
+func decideViaDaemon(ctx context.Context, env *cmdEnv, socket string, body []byte) error {
+	params, err := decide.DocumentMsgpack(body)
+	if err != nil {
+		return fmt.Errorf("decide: %w", err)
+	}
+	c, err := dialDaemon(ctx, socket)
+	if err != nil {
+		return fmt.Errorf("decide: %w (or use --local to run the embedded model in-process)", err)
+	}
+	defer c.Close()
+	if !decide.IsBatchJSON(body) {
+		resp, err := c.Decide(ctx, msgpack.RawMessage(params))
+		if err != nil {
+			return fmt.Errorf("decide: %w", err)
+		}
+		return json.NewEncoder(env.stdout).Encode(resp)
+	}
+	resps, errs, err := c.DecideBatch(ctx, msgpack.RawMessage(params))
+	if err != nil {
+		return fmt.Errorf("decide: %w", err)
+	}
+	return printDecisions(env.stdout, true, resps, errs)
 }
 
 // printDecisions prints the responses as "startlux decide" does: for one

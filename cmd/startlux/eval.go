@@ -13,6 +13,7 @@ import (
 	"github.com/startlux/startlux/ipc"
 )
 
+// runEval is "startlux eval": eval.Run on the data, the report printed.
 func runEval(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := clientFlagSet("eval", "usage: startlux eval [--model DIR | --socket PATH] --data FILE [--json] [--plot FILE.png]\n\n"+
 		"Runs labelled requests (one {\"request\": ..., \"labels\": ...} a line) and prints per question type and\n"+
