@@ -14,6 +14,7 @@ import (
 	"github.com/startlux/startlux/backends"
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/human"
 	"github.com/startlux/startlux/internal/settings"
 	"github.com/startlux/startlux/ipc"
 	"github.com/startlux/startlux/metal"
@@ -180,12 +181,7 @@ func isTerminal(w io.Writer) bool {
 }
 
 // modelLabel names a model directory for people.
-func modelLabel(dir string) string {
-	if dir == "" {
-		return "the embedded demo model"
-	}
-	return dir
-}
+func modelLabel(dir string) string { return human.ModelLabel(dir) }
 
 func (p *progressPrinter) show(lp api.LoadProgress) {
 	p.mu.Lock()
