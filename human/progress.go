@@ -50,11 +50,7 @@ func (p *ProgressPrinter) Show(lp api.LoadProgress) {
 				return
 			}
 			p.last = now
-			pct := 0.0
-			if lp.Total > 0 {
-				pct = 100 * float64(lp.Done) / float64(lp.Total)
-			}
-			fmt.Fprintf(p.w, "\r\033[Kloading %s: %3.0f%% of %.1f MB", ModelLabel(lp.Model), pct, float64(lp.Total)/1e6)
+			fmt.Fprintf(p.w, "\r\033[Kloading %s: %3d%% of %.1f MB", ModelLabel(lp.Model), Percent(lp.Done, lp.Total), float64(lp.Total)/1e6)
 		} else if newPhase {
 			fmt.Fprintf(p.w, "startlux: loading %s\n", ModelLabel(lp.Model))
 		}

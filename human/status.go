@@ -45,11 +45,7 @@ func Status(w io.Writer, st *api.Status) {
 	if p := st.Progress; p != nil && p.Phase == api.PhasePulling {
 		fmt.Fprintf(w, "pulling:   %s into %s: %s\n", p.Repo, p.Model, PullProgress(p))
 	} else if p != nil {
-		pct := 0.0
-		if p.Total > 0 {
-			pct = 100 * float64(p.Done) / float64(p.Total)
-		}
-		fmt.Fprintf(w, "loading:   %s: %s, %.0f%% of %.1f MB\n", ModelLabel(p.Model), p.Phase, pct, float64(p.Total)/1e6)
+		fmt.Fprintf(w, "loading:   %s: %s, %d%% of %.1f MB\n", ModelLabel(p.Model), p.Phase, Percent(p.Done, p.Total), float64(p.Total)/1e6)
 	}
 	memory(w, &st.Memory)
 	idle := "never"
@@ -58,7 +54,7 @@ func Status(w io.Writer, st *api.Status) {
 	}
 	fmt.Fprintf(w, "unload:    %s\n", idle)
 	fmt.Fprintf(w, "requests:  %d served, %d failed, %d queued\n", st.RequestsServed, st.RequestsFailed, st.Queued)
-	fmt.Fprintf(w, "latency:   p50 %.1f ms, p99 %.1f ms\n", st.LatencyP50MS, st.LatencyP99MS)
+	fmt.Fprintf(w, "latency:   p50 %s, p99 %s\n", MS(st.LatencyP50MS), MS(st.LatencyP99MS))
 	fmt.Fprintf(w, "uptime:    %s (pid %d)\n", (time.Duration(st.UptimeS) * time.Second).String(), st.PID)
 }
 
@@ -87,7 +83,7 @@ func memory(w io.Writer, m *api.MemoryStatus) {
 func PullProgress(p *api.LoadProgress) string {
 	s := Size(p.Done)
 	if p.Total > 0 {
-		s += fmt.Sprintf(" of %s (%.0f%%)", Size(p.Total), 100*float64(p.Done)/float64(p.Total))
+		s += fmt.Sprintf(" of %s (%d%%)", Size(p.Total), Percent(p.Done, p.Total))
 	}
 	if p.Rate > 0 {
 		s += fmt.Sprintf(", %s/s", Size(int64(p.Rate)))

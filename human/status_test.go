@@ -70,7 +70,7 @@ func TestStatus(t *testing.T) {
 			"memory:    150.0 MB resident: weights 3.2 MB, prefix cache 1.0 MB of 536.9 MB, scratch 0.0 MB of 1.1 GB\n" +
 			"unload:    after 30m0s without a decision\n" +
 			"requests:  12 served, 1 failed, 2 queued\n" +
-			"latency:   p50 4.2 ms, p99 30.0 ms\n" +
+			"latency:   p50 4.2 ms, p99 30 ms\n" +
 			"uptime:    1h2m5s (pid 42)\n"},
 		{"warming, uncalibrated, a fit and a warning", api.Status{
 			State: api.StateWarming,
@@ -131,7 +131,7 @@ func TestPullProgress(t *testing.T) {
 		{api.LoadProgress{Done: 1_076}, "1.08 kB"},
 		{api.LoadProgress{Done: 250_000_000, Total: 1_000_000_000}, "250 MB of 1.00 GB (25%)"},
 		{api.LoadProgress{Done: 999, Total: 1_000, Rate: 12_500_000, ETAS: 95, File: "model.safetensors"},
-			"999 B of 1.00 kB (100%), 12.5 MB/s, 1m35s left, fetching model.safetensors"},
+			"999 B of 1.00 kB (99%), 12.5 MB/s, 1m35s left, fetching model.safetensors"},
 	} {
 		if got := PullProgress(&c.p); got != c.want {
 			t.Errorf("PullProgress(%+v) = %q, want %q", c.p, got, c.want)
