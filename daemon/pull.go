@@ -74,20 +74,6 @@ func (d *Daemon) pull(ref hub.Ref, dest string) error {
 	if err != nil {
 		return d.pullFailed(ref, dest, err)
 	}
-	name := filepath.Base(dest)
-	if _, err := os.Lstat(dest); err == nil {
-		src, serr := hub.ReadSource(dest)
-		if serr == nil && src.Repo == plan.Repo && src.Commit == plan.Commit {
-			d.opts.Logger.Info("already pulled", "repo", plan.Repo, "commit", plan.Commit, "dir", dest)
-			return nil
-		}
-		what := "a model that was not pulled"
-		if serr == nil {
-			what = fmt.Sprintf("%s at commit %.12s", src.Repo, src.Commit)
-		}
-		return d.pullFailed(ref, dest, fmt.Errorf("%s already exists in %s (%s): pull it under another name, or remove it first (startlux rm %s)",
-			name, d.opts.ModelsDir, what, name))
-	}
 	opts := d.opts.PullOptions
 	opts.Progress = func(p hub.Progress) {
 		d.mu.Lock()
@@ -101,12 +87,19 @@ func (d *Daemon) pull(ref hub.Ref, dest string) error {
 		d.mu.Unlock()
 		d.report(cp)
 	}
-	src, err := c.Download(d.ctx, plan, dest, opts)
-	if err != nil {
-		if _, serr := os.Stat(hub.PartialDir(dest)); serr == nil && !errors.Is(err, hub.ErrNoSpace) {
-			err = fmt.Errorf("%w (pulling it again resumes the download; \"startlux rm %s\" discards what was fetched)", err, name)
-		}
+	name := filepath.Base(dest)
+	src, fetched, err := c.Install(d.ctx, plan, dest, opts)
+	var exists *hub.ExistsError
+	switch {
+	case errors.As(err, &exists):
+		return d.pullFailed(ref, dest, fmt.Errorf("%w: pull it under another name, or remove it first (startlux rm %s)", err, name))
+	case errors.Is(err, hub.ErrResumable):
+		return d.pullFailed(ref, dest, fmt.Errorf("%w (pulling it again resumes the download; \"startlux rm %s\" discards what was fetched)", err, name))
+	case err != nil:
 		return d.pullFailed(ref, dest, err)
+	case !fetched:
+		d.opts.Logger.Info("already pulled", "repo", plan.Repo, "commit", plan.Commit, "dir", dest)
+		return nil
 	}
 	d.opts.Logger.Info("pulled", "repo", src.Repo, "commit", src.Commit, "dir", dest, "bytes", src.Bytes())
 	return nil

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+
+	"github.com/startlux/startlux/api"
 )
 
 // DefaultRevision is the revision pulled when none is given.
@@ -92,10 +94,13 @@ func checkRepoID(id string) error {
 
 // CheckName reports why name cannot be a model's directory in the models
 // folder (nil when it can): it must be one plain path element, not hidden
-// (names starting with '.' are the pulls in progress), at most 255 bytes and
-// free of control characters.
+// (names starting with '.' are the pulls in progress), at most 255 bytes,
+// free of control characters, and not [api.DemoName], under which the
+// embedded demo model is listed.
 func CheckName(name string) error {
 	switch {
+	case name == api.DemoName:
+		return fmt.Errorf("%q is the embedded demo model's name", name)
 	case name == "":
 		return fmt.Errorf("model name is empty")
 	case strings.ContainsAny(name, `/\`):

@@ -61,6 +61,8 @@ func TestCheckName(t *testing.T) {
 		{"..", "starts with '.'"},
 		{"a\nb", "control"},
 		{strings.Repeat("x", 256), "255"},
+		{"demo", `"demo" is the embedded demo model's name`},
+		{"demo2", ""},
 	}
 	for _, c := range cases {
 		err := CheckName(c.name)

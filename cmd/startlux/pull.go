@@ -46,7 +46,7 @@ func runPull(ctx context.Context, env *cmdEnv, args []string) error {
 	if *name == "" {
 		*name = ref.DefaultName()
 	}
-	if err := checkModelName(*name); err != nil {
+	if err := hub.CheckName(*name); err != nil {
 		return fmt.Errorf("pull: %w", err)
 	}
 	client, err := hub.NewClient(hub.EnvOptions(os.Getenv))
@@ -60,27 +60,20 @@ func runPull(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("pull: %w", err)
 	}
 	plan.Describe(env.stderr)
-	if _, err := os.Lstat(dest); err == nil {
-		src, serr := hub.ReadSource(dest)
-		if serr == nil && src.Repo == plan.Repo && src.Commit == plan.Commit {
-			fmt.Fprintf(env.stdout, "%s is already pulled: %s at commit %s, in %s\n", *name, src.Repo, hub.ShortCommit(src.Commit), dest)
-			return nil
-		}
-		what := "a model that was not pulled"
-		if serr == nil {
-			what = fmt.Sprintf("%s at commit %s", src.Repo, hub.ShortCommit(src.Commit))
-		}
-		return fmt.Errorf("pull: %s already exists in %s (%s): choose another name with --name, or remove it with \"startlux rm %s\" first",
-			*name, dir, what, *name)
-	}
 	pr := hub.NewPrinter(env.stderr, isTerminal(env.stderr), time.Now)
-	src, err := client.Download(ctx, plan, dest, hub.PullOptions{Progress: pr.Show})
+	src, fetched, err := client.Install(ctx, plan, dest, hub.PullOptions{Progress: pr.Show})
 	pr.End()
-	if err != nil {
-		if _, serr := os.Stat(hub.PartialDir(dest)); serr == nil && !errors.Is(err, hub.ErrNoSpace) {
-			return fmt.Errorf("pull: %w\n(run the same command again to resume; \"startlux rm %s\" discards what was fetched)", err, *name)
-		}
+	var exists *hub.ExistsError
+	switch {
+	case errors.As(err, &exists):
+		return fmt.Errorf("pull: %w: choose another name with --name, or remove it with \"startlux rm %s\" first", err, *name)
+	case errors.Is(err, hub.ErrResumable):
+		return fmt.Errorf("pull: %w\n(run the same command again to resume; \"startlux rm %s\" discards what was fetched)", err, *name)
+	case err != nil:
 		return fmt.Errorf("pull: %w", err)
+	case !fetched:
+		fmt.Fprintf(env.stdout, "%s is already pulled: %s at commit %s, in %s\n", *name, src.Repo, hub.ShortCommit(src.Commit), dest)
+		return nil
 	}
 	fmt.Fprintf(env.stdout, "pulled %s at commit %s into %s (%s)\n", src.Repo, hub.ShortCommit(src.Commit), dest, hub.FormatBytes(src.Bytes()))
 	if plan.Format == "" {
@@ -109,15 +102,6 @@ func pullFitNote(ctx context.Context, w io.Writer, dir string, mem daemon.Memory
 		fmt.Fprintf(w, "note: a load now would be refused for want of memory (unless it replaces a model in service that frees enough): "+
 			"free memory, or serve with a lower --cache-limit, --scratch-limit or --max-request-tokens\n")
 	}
-}
-
-// checkModelName refuses names that cannot be a model's directory in the
-// models folder, and the embedded model's.
-func checkModelName(name string) error {
-	if name == api.DemoName {
-		return fmt.Errorf("%q is the embedded demo model's name", name)
-	}
-	return hub.CheckName(name)
 }
 
 // parseInterspersed parses fs's flags wherever they stand among args and

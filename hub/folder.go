@@ -1,0 +1,79 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// This file is what the pull commands (startlux pull, the daemon's load
+// {"pull"}) do with the models folder around a download.
+
+// ErrResumable matches the error of a download that stopped part way and
+// left its files in [PartialDir]: pulling the same commit again resumes
+// it. A download refused for want of disk space ([ErrNoSpace]) does not
+// match, since pulling again would not help.
+var ErrResumable = errors.New("hub: the pull can be resumed")
+
+// resumable marks err as matching [ErrResumable]; its message is err's.
+type resumable struct{ error }
+
+// Unwrap returns the download's error.
+func (r resumable) Unwrap() error { return r.error }
+
+// Is makes r match ErrResumable.
+func (r resumable) Is(target error) bool { return target == ErrResumable }
+
+// ExistsError is [Client.Install]'s error when the target directory holds
+// something other than the plan's commit: a pull of another repository or
+// commit, or a model that was not pulled. It matches [ErrExists].
+type ExistsError struct {
+	// Dir is the target directory.
+	Dir string
+	// Source is the provenance record found in Dir (nil when the model
+	// there was not pulled).
+	Source *Source
+}
+
+// Error says what is in the way, and where: "NAME already exists in
+// FOLDER (REPO at commit C)".
+func (e *ExistsError) Error() string {
+	what := "a model that was not pulled"
+	if e.Source != nil {
+		what = fmt.Sprintf("%s at commit %s", e.Source.Repo, ShortCommit(e.Source.Commit))
+	}
+	return fmt.Sprintf("%s already exists in %s (%s)", filepath.Base(e.Dir), filepath.Dir(e.Dir), what)
+}
+
+// Is makes e match ErrExists.
+func (e *ExistsError) Is(target error) bool { return target == ErrExists }
+
+// Install puts the plan's checkpoint in dir, a directory of the models
+// folder. When dir does not exist it downloads the plan as
+// [Client.Download] does and returns the new record with fetched true; an
+// error that leaves the files in [PartialDir] matches [ErrResumable]. When
+// dir holds a pull of the plan's repository and commit already, Install
+// fetches nothing and returns that pull's record with fetched false;
+// anything else in dir is an [*ExistsError].
+func (c *Client) Install(ctx context.Context, p *Plan, dir string, opts PullOptions) (src *Source, fetched bool, err error) {
+	if _, err := os.Lstat(dir); err == nil {
+		src, err := ReadSource(dir)
+		switch {
+		case err != nil:
+			return nil, false, &ExistsError{Dir: dir}
+		case src.Repo != p.Repo || src.Commit != p.Commit:
+			return nil, false, &ExistsError{Dir: dir, Source: src}
+		}
+		return src, false, nil
+	}
+	src, err = c.Download(ctx, p, dir, opts)
+	if err != nil {
+		if _, serr := os.Stat(PartialDir(dir)); serr == nil && !errors.Is(err, ErrNoSpace) {
+			err = resumable{err}
+		}
+		return nil, false, err
+	}
+	return src, true, nil
+}
