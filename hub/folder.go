@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -76,4 +77,82 @@ func (c *Client) Install(ctx context.Context, p *Plan, dir string, opts PullOpti
 		return nil, false, err
 	}
 	return src, true, nil
+}
+
+// Removal is what [Remove] deleted.
+type Removal struct {
+	// Model is set when the model itself (its directory, or the link that
+	// stood for it) was removed.
+	Model bool
+	// Link is set when the model was a symbolic link, of which only the
+	// link was removed; Target is where it pointed.
+	Link   bool
+	Target string
+	// Source is the removed directory's provenance record (nil when the
+	// model was not pulled), Bytes the size of its files.
+	Source *Source
+	Bytes  int64
+	// Partial is set when the files an interrupted pull left in
+	// [PartialDir] were removed, PartialBytes their size.
+	Partial      bool
+	PartialBytes int64
+}
+
+// Remove deletes the model in dir, a directory of the models folder, and
+// what an interrupted pull of it left in [PartialDir]. A symbolic link is
+// removed, not what it points to. A directory that does not look like a
+// model (no config.json, decision_config.json or [SourceFile]) is left
+// alone, with an error; so is a partial directory that is not a pull's.
+// Nothing to remove is no error: the Removal is empty. On an error the
+// Removal says what was removed before it.
+func Remove(dir string) (Removal, error) {
+	var r Removal
+	fi, err := os.Lstat(dir)
+	switch {
+	case err == nil:
+		if err := r.removeModel(dir, fi); err != nil {
+			return r, err
+		}
+	case !errors.Is(err, fs.ErrNotExist):
+		return r, err
+	}
+	_, err = os.Lstat(PartialDir(dir))
+	n, rerr := RemovePartial(dir)
+	if rerr != nil {
+		return r, rerr
+	}
+	r.Partial, r.PartialBytes = err == nil, n
+	return r, nil
+}
+
+// removeModel deletes the model at dir (fi its Lstat), filling in r.
+func (r *Removal) removeModel(dir string, fi fs.FileInfo) error {
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		r.Target, _ = os.Readlink(dir)
+		if err := os.Remove(dir); err != nil {
+			return err
+		}
+		r.Model, r.Link = true, true
+		return nil
+	}
+	if !fi.IsDir() || !(exists(filepath.Join(dir, "config.json")) || exists(filepath.Join(dir, "decision_config.json")) ||
+		exists(filepath.Join(dir, SourceFile))) {
+		return fmt.Errorf("%s does not look like a model (no config.json, decision_config.json or %s); it was left alone", dir, SourceFile)
+	}
+	src, err := ReadSource(dir)
+	if err != nil {
+		src = nil
+	}
+	size := TreeSize(os.DirFS(dir))
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	r.Model, r.Source, r.Bytes = true, src, size
+	return nil
+}
+
+// exists reports whether name exists (without following a final link).
+func exists(name string) bool {
+	_, err := os.Lstat(name)
+	return err == nil
 }

@@ -95,3 +95,122 @@ func TestInstall(t *testing.T) {
 		})
 	}
 }
+
+// TestRemove removes each kind of thing a models folder's entry can be and
+// checks what the Removal says against what was on disk.
+func TestRemove(t *testing.T) {
+	x := repoOf(t, "owner/x", "tiny-qwen35")
+	s := hubtest.NewServer(t, x)
+	c := newClient(t, s, hub.Options{Retries: -1})
+	ctx := context.Background()
+	pull := func(t *testing.T, dest string) {
+		if _, err := c.Pull(ctx, mustRef(t, "owner/x"), dest, hub.PullOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cut := func(t *testing.T, dest string) {
+		s.CutAfter("model.safetensors", 1000)
+		if _, err := c.Pull(ctx, mustRef(t, "owner/x"), dest, hub.PullOptions{}); err == nil {
+			t.Fatal("the cut pull succeeded")
+		}
+	}
+	write := func(t *testing.T, name, data string) {
+		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(name, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name    string
+		prepare func(t *testing.T, dest string)
+		// model, link, pulled, partial: what the Removal should say;
+		// err: what its error should say ("" for none).
+		model, link, pulled, partial bool
+		err                          string
+	}{
+		{name: "nothing", prepare: func(*testing.T, string) {}},
+		{name: "pulled", prepare: pull, model: true, pulled: true},
+		{name: "not pulled", prepare: func(t *testing.T, dest string) {
+			write(t, filepath.Join(dest, "config.json"), "{}")
+		}, model: true},
+		{name: "link", prepare: func(t *testing.T, dest string) {
+			target := t.TempDir()
+			write(t, filepath.Join(target, "config.json"), "{}")
+			if err := os.Symlink(target, dest); err != nil {
+				t.Fatal(err)
+			}
+		}, model: true, link: true},
+		{name: "interrupted", prepare: cut, partial: true},
+		{name: "pulled and interrupted", prepare: func(t *testing.T, dest string) {
+			cut(t, dest)
+			pull(t, filepath.Join(filepath.Dir(dest), "full"))
+			if err := os.Rename(filepath.Join(filepath.Dir(dest), "full"), dest); err != nil {
+				t.Fatal(err)
+			}
+		}, model: true, pulled: true, partial: true},
+		{name: "no model", prepare: func(t *testing.T, dest string) {
+			write(t, filepath.Join(dest, "notes.txt"), "mine")
+		}, err: "does not look like a model"},
+		{name: "a file", prepare: func(t *testing.T, dest string) { write(t, dest, "{}") }, err: "does not look like a model"},
+		{name: "not a pull", prepare: func(t *testing.T, dest string) {
+			write(t, filepath.Join(hub.PartialDir(dest), "x"), "mine")
+		}, err: "is not a pull in progress"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dest := filepath.Join(t.TempDir(), "m")
+			tc.prepare(t, dest)
+			var size, partial int64
+			var target string
+			before := map[string]bool{}
+			for _, p := range []string{dest, hub.PartialDir(dest)} {
+				_, err := os.Lstat(p)
+				before[p] = err == nil
+			}
+			if fi, err := os.Lstat(dest); err == nil && fi.IsDir() {
+				size = hub.TreeSize(os.DirFS(dest))
+			}
+			if _, err := os.Stat(hub.PartialDir(dest)); err == nil {
+				partial = hub.TreeSize(os.DirFS(hub.PartialDir(dest)))
+			}
+			if tc.link {
+				target, _ = os.Readlink(dest)
+			}
+			r, err := hub.Remove(dest)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Errorf("error %v, want one saying %q", err, tc.err)
+				}
+				for p, was := range before {
+					if _, serr := os.Lstat(p); was && serr != nil {
+						t.Errorf("%s was removed despite the error", p)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Model != tc.model || r.Link != tc.link || (r.Source != nil) != tc.pulled || r.Partial != tc.partial {
+				t.Errorf("Removal %+v; want model %v, link %v, pulled %v, partial %v", r, tc.model, tc.link, tc.pulled, tc.partial)
+			}
+			if r.Target != target || (!tc.link && r.Bytes != size) || r.PartialBytes != partial {
+				t.Errorf("Removal %+v; want target %q, %d bytes, %d partial", r, target, size, partial)
+			}
+			if tc.pulled && r.Source.Commit != x.Commit {
+				t.Errorf("record of commit %s, want %s", r.Source.Commit, x.Commit)
+			}
+			for _, p := range []string{dest, hub.PartialDir(dest)} {
+				if _, err := os.Lstat(p); err == nil {
+					t.Errorf("%s is still there", p)
+				}
+			}
+			if tc.link {
+				if _, err := os.Stat(filepath.Join(target, "config.json")); err != nil {
+					t.Errorf("the link's target lost its files: %v", err)
+				}
+			}
+		})
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,25 +151,28 @@ func runRm(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("rm: %w", err)
 	}
 	p := filepath.Join(dir, name)
-	fi, statErr := os.Lstat(p)
-	if statErr != nil && !errors.Is(statErr, fs.ErrNotExist) {
-		return fmt.Errorf("rm: %w", statErr)
-	}
-	if statErr == nil {
+	if fileExists(p) {
 		if err := refuseServed(ctx, *socket, p, name); err != nil {
 			return err
 		}
-		if err := removeModel(env.stdout, p, name, dir, fi); err != nil {
-			return err
+	}
+	r, err := hub.Remove(p)
+	switch {
+	case r.Link:
+		fmt.Fprintf(env.stdout, "removed %s from %s (a link to %s, which was left alone)\n", name, dir, r.Target)
+	case r.Model:
+		what := "not pulled"
+		if r.Source != nil {
+			what = fmt.Sprintf("%s at commit %s", r.Source.Repo, hub.ShortCommit(r.Source.Commit))
 		}
+		fmt.Fprintf(env.stdout, "removed %s from %s (%s, %s)\n", name, dir, what, hub.FormatBytes(r.Bytes))
 	}
-	n, err := hub.RemovePartial(p)
-	if err != nil {
+	switch {
+	case err != nil:
 		return fmt.Errorf("rm: %w", err)
-	}
-	if n > 0 || fileExists(hub.PartialDir(p)) {
-		fmt.Fprintf(env.stdout, "removed an interrupted pull of %s (%s)\n", name, hub.FormatBytes(n))
-	} else if statErr != nil {
+	case r.Partial:
+		fmt.Fprintf(env.stdout, "removed an interrupted pull of %s (%s)\n", name, hub.FormatBytes(r.PartialBytes))
+	case !r.Model:
 		return fmt.Errorf("rm: no model %q in %s (\"startlux models\" lists them)", name, dir)
 	}
 	return nil
@@ -193,33 +195,6 @@ func refuseServed(ctx context.Context, socket, path, name string) error {
 	if st.Model.Path != "" && filepath.Clean(st.Model.Path) == filepath.Clean(path) {
 		return fmt.Errorf("rm: the daemon is serving %s: switch to another model first (\"startlux use demo\")", name)
 	}
-	return nil
-}
-
-// removeModel deletes the model at p (fi its Lstat) and says what it
-// removed; a symbolic link is removed, not what it points to.
-func removeModel(w io.Writer, p, name, dir string, fi fs.FileInfo) error {
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		target, _ := os.Readlink(p)
-		if err := os.Remove(p); err != nil {
-			return fmt.Errorf("rm: %w", err)
-		}
-		fmt.Fprintf(w, "removed %s from %s (a link to %s, which was left alone)\n", name, dir, target)
-		return nil
-	}
-	if !fi.IsDir() || !(fileExists(filepath.Join(p, "config.json")) || fileExists(filepath.Join(p, "decision_config.json")) ||
-		fileExists(filepath.Join(p, hub.SourceFile))) {
-		return fmt.Errorf("rm: %s does not look like a model (no config.json, decision_config.json or %s); it was left alone", p, hub.SourceFile)
-	}
-	what := "not pulled"
-	if src, err := hub.ReadSource(p); err == nil {
-		what = fmt.Sprintf("%s at commit %s", src.Repo, hub.ShortCommit(src.Commit))
-	}
-	size := hub.TreeSize(os.DirFS(p))
-	if err := os.RemoveAll(p); err != nil {
-		return fmt.Errorf("rm: %w", err)
-	}
-	fmt.Fprintf(w, "removed %s from %s (%s, %s)\n", name, dir, what, hub.FormatBytes(size))
 	return nil
 }
 
