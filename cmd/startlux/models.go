@@ -8,6 +8,7 @@ import (
 
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/hub"
 )
 
 // runModels is "startlux models": the checkpoints in the models folder,
@@ -47,5 +48,11 @@ func runModels(ctx context.Context, env *cmdEnv, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(list)
 	}
-	return printModels(env.stdout, env.stderr, dir, list)
+	if err := hub.WriteModels(env.stdout, list); err != nil {
+		return err
+	}
+	if len(list) == 1 {
+		fmt.Fprintf(env.stderr, "no models in %s yet (\"startlux pull REPO\" downloads one from the Hugging Face Hub)\n", dir)
+	}
+	return nil
 }
