@@ -37,8 +37,7 @@ func runModels(ctx context.Context, env *cmdEnv, args []string) error {
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if c, err := dialDaemon(dctx, *socket); err == nil {
-		var served []api.ModelEntry
-		if err := c.Call(dctx, api.MethodModels, nil, &served); err == nil {
+		if served, err := c.Models(dctx); err == nil {
 			list = served
 		}
 		c.Close()

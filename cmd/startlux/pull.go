@@ -188,11 +188,7 @@ func refuseServed(ctx context.Context, socket, path, name string) error {
 		return nil // no daemon: nothing serves it
 	}
 	defer c.Close()
-	var st api.Status
-	if err := c.Call(dctx, api.MethodStatus, nil, &st); err != nil {
-		return nil
-	}
-	if st.Model.Path != "" && filepath.Clean(st.Model.Path) == filepath.Clean(path) {
+	if st, err := c.Status(dctx); err == nil && st.Model.Path != "" && filepath.Clean(st.Model.Path) == filepath.Clean(path) {
 		return fmt.Errorf("rm: the daemon is serving %s: switch to another model first (\"startlux use demo\")", name)
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/decide"
@@ -51,34 +50,12 @@ func runUse(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	defer c.Close()
 
-	stop := make(chan struct{})
-	watched := make(chan struct{})
+	var progress func(api.LoadProgress)
 	if isTerminal(env.stderr) {
-		go func() {
-			defer close(watched)
-			pr := newProgressPrinter(env.stderr)
-			tick := time.NewTicker(200 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-				}
-				var st api.Status
-				if err := c.Call(ctx, api.MethodStatus, nil, &st); err == nil && st.Progress != nil {
-					pr.show(*st.Progress)
-				}
-			}
-		}()
-	} else {
-		close(watched)
+		progress = newProgressPrinter(env.stderr).show
 	}
-	var st api.Status
 	params.Model = model
-	err = c.Call(ctx, api.MethodLoad, params, &st)
-	close(stop)
-	<-watched
+	st, err := c.Load(ctx, params, progress)
 	if isTerminal(env.stderr) {
 		fmt.Fprint(env.stderr, "\r\033[K")
 	}
