@@ -73,3 +73,33 @@ func TestPercentiles(t *testing.T) {
 		t.Errorf("p50 %v p99 %v, want 1488 and 1990", p50, p99)
 	}
 }
+
+// TestCheckpointPath tells paths from names, relative paths made absolute
+// from the working directory, and checks the paths' checkpoints.
+func TestCheckpointPath(t *testing.T) {
+	root := t.TempDir()
+	good := filepath.Join(root, "good")
+	os.Mkdir(good, 0o755)
+	os.WriteFile(filepath.Join(good, "config.json"), []byte("{}"), 0o644)
+	os.WriteFile(filepath.Join(good, "decision_config.json"), []byte("{}"), 0o644)
+	t.Chdir(good)
+	for _, c := range []struct {
+		arg, want, err string
+		path           bool
+	}{
+		{arg: "good"},
+		{arg: api.DemoName},
+		{arg: ""},
+		{arg: good, want: good, path: true},
+		{arg: ".", want: good, path: true},
+		{arg: "../good", want: good, path: true},
+		{arg: "./good", err: "not a checkpoint"},
+		{arg: "..", err: "not a checkpoint"},
+		{arg: filepath.Join(root, "none"), err: "none"},
+	} {
+		dir, ok, err := CheckpointPath(c.arg)
+		if dir != c.want || ok != c.path || (c.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("CheckpointPath(%q) = %q, %v, %v; want %q, %v, an error saying %q", c.arg, dir, ok, err, c.want, c.path, c.err)
+		}
+	}
+}

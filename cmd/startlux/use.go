@@ -4,11 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"path/filepath"
-	"strings"
 
 	"github.com/startlux/startlux/api"
-	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/daemon"
 )
 
 // runUse is "startlux use NAME|DIR": switch the daemon's model. The old
@@ -33,16 +31,11 @@ func runUse(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("use: want exactly one model, got %d arguments", fs.NArg())
 	}
 	model := fs.Arg(0)
-	if strings.ContainsRune(model, filepath.Separator) || model == "." {
-		// The daemon runs elsewhere: send an absolute path.
-		abs, err := filepath.Abs(model)
-		if err != nil {
-			return fmt.Errorf("use: %w", err)
-		}
-		if err := decide.CheckCheckpoint(abs); err != nil {
-			return fmt.Errorf("use: %w", err)
-		}
-		model = abs
+	// The daemon runs elsewhere: send a path as an absolute one.
+	if dir, ok, err := daemon.CheckpointPath(model); err != nil {
+		return fmt.Errorf("use: %w", err)
+	} else if ok {
+		model = dir
 	}
 	c, err := dialDaemon(ctx, *socket)
 	if err != nil {
