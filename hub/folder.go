@@ -7,6 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/startlux/startlux/api"
 )
 
 // This file is what the pull commands (startlux pull, the daemon's load
@@ -98,18 +101,35 @@ type Removal struct {
 	PartialBytes int64
 }
 
-// Remove deletes the model in dir, a directory of the models folder, and
-// what an interrupted pull of it left in [PartialDir]. A symbolic link is
-// removed, not what it points to. A directory that does not look like a
-// model (no config.json, decision_config.json or [SourceFile]) is left
-// alone, with an error; so is a partial directory that is not a pull's.
-// Nothing to remove is no error: the Removal is empty. On an error the
+// Remove deletes the model called name from the models folder and what
+// an interrupted pull of it left in [PartialDir]. It refuses the embedded
+// demo model's name, a path and the names [CheckName] refuses; inUse, when
+// set, is asked before an existing model is removed and refuses with an
+// error. A symbolic link is removed, not what it points to. A directory
+// that does not look like a model (no config.json, decision_config.json or
+// [SourceFile]) is left alone, with an error; so is a partial directory
+// that is not a pull's, and a name with nothing to remove. On an error the
 // Removal says what was removed before it.
-func Remove(dir string) (Removal, error) {
+func Remove(folder, name string, inUse func(dir string) error) (Removal, error) {
 	var r Removal
+	switch {
+	case name == api.DemoName:
+		return r, fmt.Errorf("%q is the embedded demo model: it is part of the binary and cannot be removed", name)
+	case strings.ContainsAny(name, `/\`):
+		return r, fmt.Errorf("%q is a path: rm takes the name of a model in %s (\"startlux models\" lists them)", name, folder)
+	}
+	if err := CheckName(name); err != nil {
+		return r, err
+	}
+	dir := filepath.Join(folder, name)
 	fi, err := os.Lstat(dir)
 	switch {
 	case err == nil:
+		if inUse != nil {
+			if err := inUse(dir); err != nil {
+				return r, err
+			}
+		}
 		if err := r.removeModel(dir, fi); err != nil {
 			return r, err
 		}
@@ -122,6 +142,9 @@ func Remove(dir string) (Removal, error) {
 		return r, rerr
 	}
 	r.Partial, r.PartialBytes = err == nil, n
+	if !r.Model && !r.Partial {
+		return r, fmt.Errorf("no model %q in %s (\"startlux models\" lists them)", name, folder)
+	}
 	return r, nil
 }
 

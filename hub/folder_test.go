@@ -122,15 +122,24 @@ func TestRemove(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	busy := errors.New("in use")
 	for _, tc := range []struct {
 		name    string
 		prepare func(t *testing.T, dest string)
+		// arg is the name given to Remove ("m" when ""), inUse whether
+		// the model is in use.
+		arg   string
+		inUse bool
 		// model, link, pulled, partial: what the Removal should say;
 		// err: what its error should say ("" for none).
 		model, link, pulled, partial bool
 		err                          string
 	}{
-		{name: "nothing", prepare: func(*testing.T, string) {}},
+		{name: "nothing", prepare: func(*testing.T, string) {}, err: `no model "m" in FOLDER ("startlux models" lists them)`},
+		{name: "demo", prepare: func(*testing.T, string) {}, arg: "demo", err: "embedded demo model: it is part of the binary"},
+		{name: "path", prepare: func(*testing.T, string) {}, arg: "../m", err: `"../m" is a path: rm takes the name of a model in FOLDER`},
+		{name: "hidden", prepare: func(*testing.T, string) {}, arg: ".m", err: "starts with '.'"},
+		{name: "in use", prepare: pull, inUse: true, err: "in use"},
 		{name: "pulled", prepare: pull, model: true, pulled: true},
 		{name: "not pulled", prepare: func(t *testing.T, dest string) {
 			write(t, filepath.Join(dest, "config.json"), "{}")
@@ -177,10 +186,23 @@ func TestRemove(t *testing.T) {
 			if tc.link {
 				target, _ = os.Readlink(dest)
 			}
-			r, err := hub.Remove(dest)
+			arg := tc.arg
+			if arg == "" {
+				arg = "m"
+			}
+			var asked string
+			r, err := hub.Remove(filepath.Dir(dest), arg, func(dir string) error {
+				if asked = dir; tc.inUse {
+					return busy
+				}
+				return nil
+			})
+			if exists := before[dest]; (asked == dest) != exists || asked != "" && !exists {
+				t.Errorf("inUse asked of %q, with %s there: %v", asked, dest, exists)
+			}
 			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Errorf("error %v, want one saying %q", err, tc.err)
+				if want := strings.Replace(tc.err, "FOLDER", filepath.Dir(dest), 1); err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("error %v, want one saying %q", err, want)
 				}
 				for p, was := range before {
 					if _, serr := os.Lstat(p); was && serr != nil {

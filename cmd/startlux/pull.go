@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/startlux/startlux/api"
@@ -141,22 +140,7 @@ func runRm(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("rm: want exactly one model name, got %d arguments", len(pos))
 	}
 	name := pos[0]
-	switch {
-	case name == api.DemoName:
-		return fmt.Errorf("rm: %q is the embedded demo model: it is part of the binary and cannot be removed", name)
-	case strings.ContainsAny(name, `/\`):
-		return fmt.Errorf("rm: %q is a path: rm takes the name of a model in %s (\"startlux models\" lists them)", name, dir)
-	}
-	if err := hub.CheckName(name); err != nil {
-		return fmt.Errorf("rm: %w", err)
-	}
-	p := filepath.Join(dir, name)
-	if fileExists(p) {
-		if err := refuseServed(ctx, *socket, p, name); err != nil {
-			return err
-		}
-	}
-	r, err := hub.Remove(p)
+	r, err := hub.Remove(dir, name, func(p string) error { return refuseServed(ctx, *socket, p, name) })
 	switch {
 	case r.Link:
 		fmt.Fprintf(env.stdout, "removed %s from %s (a link to %s, which was left alone)\n", name, dir, r.Target)
@@ -167,19 +151,17 @@ func runRm(ctx context.Context, env *cmdEnv, args []string) error {
 		}
 		fmt.Fprintf(env.stdout, "removed %s from %s (%s, %s)\n", name, dir, what, hub.FormatBytes(r.Bytes))
 	}
-	switch {
-	case err != nil:
+	if err != nil {
 		return fmt.Errorf("rm: %w", err)
-	case r.Partial:
+	}
+	if r.Partial {
 		fmt.Fprintf(env.stdout, "removed an interrupted pull of %s (%s)\n", name, hub.FormatBytes(r.PartialBytes))
-	case !r.Model:
-		return fmt.Errorf("rm: no model %q in %s (\"startlux models\" lists them)", name, dir)
 	}
 	return nil
 }
 
-// refuseServed refuses to remove the model the daemon serves (when a
-// daemon answers).
+// refuseServed refuses to remove the model at path, called name, when the
+// daemon serves it (and a daemon answers).
 func refuseServed(ctx context.Context, socket, path, name string) error {
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -189,7 +171,7 @@ func refuseServed(ctx context.Context, socket, path, name string) error {
 	}
 	defer c.Close()
 	if st, err := c.Status(dctx); err == nil && st.Model.Path != "" && filepath.Clean(st.Model.Path) == filepath.Clean(path) {
-		return fmt.Errorf("rm: the daemon is serving %s: switch to another model first (\"startlux use demo\")", name)
+		return fmt.Errorf("the daemon is serving %s: switch to another model first (\"startlux use demo\")", name)
 	}
 	return nil
 }
