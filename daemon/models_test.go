@@ -10,12 +10,25 @@ import (
 	"github.com/startlux/startlux/api"
 )
 
+// checkpointDir makes dir/name a directory that passes for a checkpoint
+// (config.json and decision_config.json) and returns it.
+func checkpointDir(t *testing.T, dir, name string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.Mkdir(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"config.json", "decision_config.json"} {
+		if err := os.WriteFile(filepath.Join(p, f), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
 func TestResolveModel(t *testing.T) {
 	models := t.TempDir()
-	good := filepath.Join(models, "good")
-	os.Mkdir(good, 0o755)
-	os.WriteFile(filepath.Join(good, "config.json"), []byte("{}"), 0o644)
-	os.WriteFile(filepath.Join(good, "decision_config.json"), []byte("{}"), 0o644)
+	good := checkpointDir(t, models, "good")
 	half := filepath.Join(models, "half")
 	os.Mkdir(half, 0o755)
 	os.WriteFile(filepath.Join(half, "config.json"), []byte("{}"), 0o644)
@@ -78,10 +91,7 @@ func TestPercentiles(t *testing.T) {
 // from the working directory, and checks the paths' checkpoints.
 func TestCheckpointPath(t *testing.T) {
 	root := t.TempDir()
-	good := filepath.Join(root, "good")
-	os.Mkdir(good, 0o755)
-	os.WriteFile(filepath.Join(good, "config.json"), []byte("{}"), 0o644)
-	os.WriteFile(filepath.Join(good, "decision_config.json"), []byte("{}"), 0o644)
+	good := checkpointDir(t, root, "good")
 	t.Chdir(good)
 	for _, c := range []struct {
 		arg, want, err string
