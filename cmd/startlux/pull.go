@@ -86,17 +86,17 @@ func runPull(ctx context.Context, env *cmdEnv, args []string) error {
 // limits against what the machine has now: the fit check a load of it
 // makes, told before anyone asks for the load.
 func pullFitNote(ctx context.Context, w io.Writer, dir string, mem daemon.Memory) {
-	fp, err := daemon.DecideEstimator(daemon.LoaderOptions{})(ctx, dir, false)
+	fit, err := daemon.EstimateFit(ctx, dir, daemon.LoaderOptions{}, mem)
 	if err != nil {
 		fmt.Fprintf(w, "note: what the model needs in memory could not be told: %v\n", err)
 		return
 	}
 	if !mem.Known {
-		fmt.Fprintf(w, "memory: loading it needs %s at the default limits\n", fp)
+		fmt.Fprintf(w, "memory: loading it needs %s at the default limits\n", fit.Needs)
 		return
 	}
-	fmt.Fprintf(w, "memory: loading it needs %s at the default limits; %s available now\n", fp, mb(mem.Available))
-	if fp.Total() > mem.Available {
+	fmt.Fprintf(w, "memory: loading it needs %s at the default limits; %s available now\n", fit.Needs, mb(mem.Available))
+	if fit.Refused() {
 		fmt.Fprintf(w, "note: a load now would be refused for want of memory (unless it replaces a model in service that frees enough): "+
 			"free memory, or serve with a lower --cache-limit, --scratch-limit or --max-request-tokens\n")
 	}
