@@ -20,8 +20,8 @@
 // commands (startlux pull and the daemon's load {"pull"}): [CheckName]
 // says which names a model may take, [Client.Install] decides between
 // downloading, "already pulled" and an [*ExistsError] for what is in the
-// way, [Remove] deletes a model and its interrupted pull and reports what
-// it removed, and [WriteModels] prints a listing as startlux models does.
+// way, and [Remove] deletes a model and its interrupted pull and reports
+// what it removed.
 //
 // Redirects are followed by hand. The token goes only to the endpoint's own
 // origin; a redirect to another host (the Hub's LFS/xet storage, a CDN) is

@@ -4,10 +4,9 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
-	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/human"
 )
 
 // Describe says what the pull of p will fetch, in two lines for people.
@@ -33,13 +32,8 @@ func (p *Plan) Describe(w io.Writer) {
 	fmt.Fprintf(w, "model: %d layers, hidden size %d, vocabulary %d, %s; %s\n", c.Layers, c.Hidden, c.Vocab, p.Model.Storage(), kind)
 }
 
-// ShortCommit abbreviates a commit id to 12 digits.
-func ShortCommit(commit string) string {
-	if len(commit) > 12 {
-		return commit[:12]
-	}
-	return commit
-}
+// ShortCommit abbreviates a commit id to 12 digits ([human.Commit]).
+func ShortCommit(commit string) string { return human.Commit(commit) }
 
 // Printer writes a pull's progress ([PullOptions].Progress is its
 // [Printer.Show]): one updating line on a terminal, plain lines (each
@@ -113,48 +107,4 @@ func progressLine(p Progress) string {
 		fmt.Fprintf(&b, "  ETA %s", p.ETA.Round(time.Second))
 	}
 	return b.String()
-}
-
-// WriteModels writes a models listing (the models method's, or
-// daemon.ListModels') as the table "startlux models" prints: where each
-// model came from, its size, how its weights are stored and whether it can
-// be loaded and is calibrated; the current one is marked with '*'.
-func WriteModels(w io.Writer, list []api.ModelEntry) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  NAME\tSOURCE\tREVISION\tSIZE\tWEIGHTS\tSTATUS")
-	for _, m := range list {
-		mark := " "
-		if m.Current {
-			mark = "*"
-		}
-		source, rev := m.Source, "-"
-		switch {
-		case m.Embedded:
-			source = "(embedded in the binary)"
-		case source == "":
-			source = m.Path
-		default:
-			rev = m.Revision
-			if m.Commit != "" && m.Commit != m.Revision {
-				rev += " (" + ShortCommit(m.Commit) + ")"
-			}
-		}
-		size := "-"
-		if m.Bytes > 0 {
-			size = FormatBytes(m.Bytes)
-		}
-		weights := m.Quant
-		if weights == "" {
-			weights = "-"
-		}
-		status := "calibrated"
-		switch {
-		case m.Unloadable != "":
-			status = m.Unloadable
-		case !m.Calibrated:
-			status = api.UncalibratedNote
-		}
-		fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\t%s\t%s\n", mark, m.Name, source, rev, size, weights, status)
-	}
-	return tw.Flush()
 }

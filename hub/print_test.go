@@ -2,13 +2,8 @@ package hub
 
 import (
 	"bytes"
-	"regexp"
-	"slices"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/startlux/startlux/api"
 )
 
 // TestPullPrinter feeds the progress printer a download: on a terminal one
@@ -50,41 +45,6 @@ func TestPullPrinter(t *testing.T) {
 		}
 		if b.String() != want {
 			t.Errorf("terminal %v: printed\n%q\nwant\n%q", terminal, b.String(), want)
-		}
-	}
-}
-
-// TestWriteModels writes a listing with one model of each kind and reads
-// the table back by columns (at least two spaces apart).
-func TestWriteModels(t *testing.T) {
-	commit := strings.Repeat("ab", 20)
-	list := []api.ModelEntry{
-		{Name: api.DemoName, Embedded: true, Bytes: 1_500_000, Quant: "bf16", Calibrated: true, Current: true},
-		{Name: "pulled", Path: "/m/pulled", Source: "owner/x", Revision: "main", Commit: commit, Bytes: 2_020_000, Quant: "bf16"},
-		{Name: "pinned", Path: "/m/pinned", Source: "owner/y", Revision: commit, Commit: commit, Quant: "MLX 4-bit (group 64)", Calibrated: true},
-		{Name: "local", Path: "/m/local", Bytes: 999, Calibrated: true},
-		{Name: "broken", Path: "/m/broken", Unloadable: "not a checkpoint", Calibrated: true},
-	}
-	want := [][]string{
-		{"NAME", "SOURCE", "REVISION", "SIZE", "WEIGHTS", "STATUS"},
-		{"* demo", "(embedded in the binary)", "-", "1.50 MB", "bf16", "calibrated"},
-		{"pulled", "owner/x", "main (" + commit[:12] + ")", "2.02 MB", "bf16", api.UncalibratedNote},
-		{"pinned", "owner/y", commit, "-", "MLX 4-bit (group 64)", "calibrated"},
-		{"local", "/m/local", "-", "999 B", "-", "calibrated"},
-		{"broken", "/m/broken", "-", "-", "-", "not a checkpoint"},
-	}
-	var b strings.Builder
-	if err := WriteModels(&b, list); err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
-	if len(lines) != len(want) {
-		t.Fatalf("%d lines, want %d:\n%s", len(lines), len(want), b.String())
-	}
-	cols := regexp.MustCompile(`\s{2,}`)
-	for i, line := range lines {
-		if got := cols.Split(strings.TrimSpace(line), -1); !slices.Equal(got, want[i]) {
-			t.Errorf("line %d: %q, want %q", i, got, want[i])
 		}
 	}
 }

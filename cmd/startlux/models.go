@@ -8,7 +8,7 @@ import (
 
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/daemon"
-	"github.com/startlux/startlux/hub"
+	"github.com/startlux/startlux/human"
 )
 
 // runModels is "startlux models": the checkpoints in the models folder,
@@ -47,7 +47,7 @@ func runModels(ctx context.Context, env *cmdEnv, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(list)
 	}
-	if err := hub.WriteModels(env.stdout, list); err != nil {
+	if err := human.Models(env.stdout, list); err != nil {
 		return err
 	}
 	if len(list) == 1 {
