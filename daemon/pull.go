@@ -21,17 +21,14 @@ func (d *Daemon) pullTarget(p api.LoadParams) (hub.Ref, string, error) {
 	if err != nil {
 		return hub.Ref{}, "", api.Errorf(api.CodeInvalidParams, "load: pull %q: %v", p.Pull, err)
 	}
-	name := p.Name
-	if name == "" {
-		name = ref.DefaultName()
-	}
-	if name == api.DemoName {
-		return hub.Ref{}, "", api.Errorf(api.CodeInvalidParams, "load: pull %s: %q is the embedded demo model's name; give another name", ref, name)
-	}
-	if err := hub.CheckName(name); err != nil {
+	dest, err := ref.Dir(d.opts.ModelsDir, p.Name)
+	switch {
+	case errors.Is(err, hub.ErrDemoName):
+		return hub.Ref{}, "", api.Errorf(api.CodeInvalidParams, "load: pull %s: %v; give another name", ref, err)
+	case err != nil:
 		return hub.Ref{}, "", api.Errorf(api.CodeInvalidParams, "load: pull %s: %v", ref, err)
 	}
-	return ref, filepath.Join(d.opts.ModelsDir, name), nil
+	return ref, dest, nil
 }
 
 // Pull downloads ref into dest (a directory in the models folder) and then

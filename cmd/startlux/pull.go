@@ -41,17 +41,15 @@ func runPull(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("pull: %w", err)
 	}
-	if *name == "" {
-		*name = ref.DefaultName()
-	}
-	if err := hub.CheckName(*name); err != nil {
+	dest, err := ref.Dir(dir, *name)
+	if err != nil {
 		return fmt.Errorf("pull: %w", err)
 	}
+	*name = filepath.Base(dest)
 	client, err := hub.NewClient(hub.EnvOptions(os.Getenv))
 	if err != nil {
 		return fmt.Errorf("pull: %w", err)
 	}
-	dest := filepath.Join(dir, *name)
 	fmt.Fprintf(env.stderr, "resolving %s on %s\n", ref, client.Endpoint())
 	plan, err := client.Resolve(ctx, ref)
 	if err != nil {
