@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -72,7 +71,7 @@ func decideInProcess(ctx context.Context, env *cmdEnv, body []byte, model, backe
 	}
 	defer e.Close()
 	resps, errs := daemon.DecideDocument(ctx, e, doc)
-	return printDecisions(env.stdout, doc.Batch, resps, errs)
+	return api.WriteDecisionsJSON(env.stdout, doc.Batch, resps, errs)
 }
 
 // decideViaDaemon sends the request (or JSON array of requests) in body to
@@ -95,32 +94,11 @@ func decideViaDaemon(ctx context.Context, env *cmdEnv, socket string, body []byt
 		if err != nil {
 			return fmt.Errorf("decide: %w", err)
 		}
-		return json.NewEncoder(env.stdout).Encode(resp)
+		return api.WriteDecisionsJSON(env.stdout, false, []*api.Response{resp}, []error{nil})
 	}
 	resps, errs, err := c.DecideBatch(ctx, msgpack.RawMessage(params))
 	if err != nil {
 		return fmt.Errorf("decide: %w", err)
 	}
-	return printDecisions(env.stdout, true, resps, errs)
-}
-
-// printDecisions prints the responses as "startlux decide" does: for one
-// request its response (or returns its error), for a batch one JSON array
-// with an {"error": message} object in place of each failed request.
-func printDecisions(w io.Writer, batch bool, resps []*api.Response, errs []error) error {
-	if !batch {
-		if errs[0] != nil {
-			return errs[0]
-		}
-		return json.NewEncoder(w).Encode(resps[0])
-	}
-	out := make([]any, len(resps))
-	for i, r := range resps {
-		out[i] = r
-		if errs[i] != nil {
-			// A daemon's refusal is its message, without its code.
-			out[i] = map[string]string{"error": api.ErrorMessage(errs[i])}
-		}
-	}
-	return json.NewEncoder(w).Encode(out)
+	return api.WriteDecisionsJSON(env.stdout, true, resps, errs)
 }

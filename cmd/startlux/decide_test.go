@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/startlux/startlux/internal/goldens"
 	"math"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/startlux/startlux/internal/goldens"
 )
 
 // TestDecideInProcess runs "startlux decide" with --local (the embedded
