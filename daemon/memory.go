@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime/debug"
 
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/human"
 	"github.com/startlux/startlux/internal/sysmem"
 )
 
@@ -88,6 +90,21 @@ func EstimateFit(ctx context.Context, dir string, lo LoaderOptions, mem Memory) 
 // is more than the memory available. Unknown memory refuses nothing.
 func (f Fit) Refused() bool {
 	return f.Memory.Known && f.Needs.Total() > f.Memory.Available
+}
+
+// Describe says for people what the load needs at the limits f was told
+// for, what is available, and that a load now would be refused when
+// [Fit.Refused], with what to do about it.
+func (f Fit) Describe(w io.Writer) {
+	if !f.Memory.Known {
+		fmt.Fprintf(w, "memory: loading it needs %s at the default limits\n", f.Needs)
+		return
+	}
+	fmt.Fprintf(w, "memory: loading it needs %s at the default limits; %s available now\n", f.Needs, human.MB(f.Memory.Available))
+	if f.Refused() {
+		fmt.Fprintf(w, "note: a load now would be refused for want of memory (unless it replaces a model in service that frees enough): "+
+			"free memory, or serve with a lower --cache-limit, --scratch-limit or --max-request-tokens\n")
+	}
 }
 
 // EngineMemory is what a loaded engine holds now, in bytes.

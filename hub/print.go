@@ -108,3 +108,22 @@ func progressLine(p Progress) string {
 	}
 	return b.String()
 }
+
+// Describe says what r removed of the model called name from the models
+// folder, a line for the model (or the link that stood for it) and one for
+// an interrupted pull; nothing when nothing was removed.
+func (r Removal) Describe(w io.Writer, name, folder string) {
+	switch {
+	case r.Link:
+		fmt.Fprintf(w, "removed %s from %s (a link to %s, which was left alone)\n", name, folder, r.Target)
+	case r.Model:
+		what := "not pulled"
+		if r.Source != nil {
+			what = fmt.Sprintf("%s at commit %s", r.Source.Repo, ShortCommit(r.Source.Commit))
+		}
+		fmt.Fprintf(w, "removed %s from %s (%s, %s)\n", name, folder, what, FormatBytes(r.Bytes))
+	}
+	if r.Partial {
+		fmt.Fprintf(w, "removed an interrupted pull of %s (%s)\n", name, FormatBytes(r.PartialBytes))
+	}
+}

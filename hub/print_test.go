@@ -2,6 +2,7 @@ package hub
 
 import (
 	"bytes"
+	"strings"
 	"testing"
 	"time"
 )
@@ -46,5 +47,32 @@ func TestPullPrinter(t *testing.T) {
 		if b.String() != want {
 			t.Errorf("terminal %v: printed\n%q\nwant\n%q", terminal, b.String(), want)
 		}
+	}
+}
+
+func TestRemovalDescribe(t *testing.T) {
+	src := &Source{Repo: "owner/x", Commit: "0123456789abcdef0123456789abcdef01234567"}
+	for _, tc := range []struct {
+		name string
+		r    Removal
+		want string
+	}{
+		{"nothing", Removal{}, ""},
+		{"link", Removal{Model: true, Link: true, Target: "/elsewhere/m"},
+			"removed m from /models (a link to /elsewhere/m, which was left alone)\n"},
+		{"pulled", Removal{Model: true, Source: src, Bytes: 2_500_000},
+			"removed m from /models (owner/x at commit 0123456789ab, " + FormatBytes(2_500_000) + ")\n"},
+		{"not pulled, and a partial pull", Removal{Model: true, Bytes: 10, Partial: true, PartialBytes: 3000},
+			"removed m from /models (not pulled, " + FormatBytes(10) + ")\nremoved an interrupted pull of m (" + FormatBytes(3000) + ")\n"},
+		{"a partial pull only", Removal{Partial: true},
+			"removed an interrupted pull of m (" + FormatBytes(0) + ")\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			tc.r.Describe(&b, "m", "/models")
+			if b.String() != tc.want {
+				t.Errorf("Describe:\n%q\nwant\n%q", b.String(), tc.want)
+			}
+		})
 	}
 }

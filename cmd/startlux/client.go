@@ -40,7 +40,20 @@ func printJSON(w io.Writer, raw msgpack.RawMessage) error {
 	return err
 }
 
-// clientFlagSet makes the flag set of a client subcommand.
+// parseFlags parses fs's flags from args and refuses any other argument,
+// naming it and the command.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
+// clientFlagSet makes the flag set of a subcommand: usage is printed
+// above its flags.
 func clientFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)

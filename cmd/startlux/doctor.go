@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/startlux/startlux/doctor"
 )
@@ -17,11 +16,8 @@ func runDoctor(ctx context.Context, env *cmdEnv, args []string) error {
 	models := fs.String("models", "", "the models `DIR` to check (default: the models folder)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	noEmu := fs.Bool("no-emulator", false, "do not build the Metal kernel emulator (clang-19); off a Mac this leaves out the self-check")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("doctor: unexpected argument %q", fs.Arg(0))
 	}
 	r := doctor.Run(ctx, doctor.Options{Socket: *socket, ModelsDir: *models, NoEmulator: *noEmu})
 	if *asJSON {

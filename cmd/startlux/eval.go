@@ -28,11 +28,8 @@ func runEval(ctx context.Context, env *cmdEnv, args []string) error {
 	var opts eval.RunOptions
 	fs.BoolVar(&opts.Permute, "permute", false, "send every request with \"permute\": true (every cyclic shift of the options)")
 	fs.IntVar(&opts.Batch, "batch", eval.DefaultBatch, "requests per batch")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("eval: unexpected argument %q", fs.Arg(0))
 	}
 	if *data == "" {
 		return errors.New("eval: --data FILE is required")

@@ -23,11 +23,8 @@ func runModels(ctx context.Context, env *cmdEnv, args []string) error {
 		"it is a chat checkpoint run zero-shot: those are listed as "+api.UncalibratedNote+").", env.stderr)
 	socket := socketFlag(fs)
 	asJSON := fs.Bool("json", false, "print the list as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("models: unexpected argument %q", fs.Arg(0))
 	}
 	list, err := daemon.ListModels(dir)
 	if err != nil {

@@ -89,15 +89,7 @@ func pullFitNote(ctx context.Context, w io.Writer, dir string, mem daemon.Memory
 		fmt.Fprintf(w, "note: what the model needs in memory could not be told: %v\n", err)
 		return
 	}
-	if !mem.Known {
-		fmt.Fprintf(w, "memory: loading it needs %s at the default limits\n", fit.Needs)
-		return
-	}
-	fmt.Fprintf(w, "memory: loading it needs %s at the default limits; %s available now\n", fit.Needs, mb(mem.Available))
-	if fit.Refused() {
-		fmt.Fprintf(w, "note: a load now would be refused for want of memory (unless it replaces a model in service that frees enough): "+
-			"free memory, or serve with a lower --cache-limit, --scratch-limit or --max-request-tokens\n")
-	}
+	fit.Describe(w)
 }
 
 // parseInterspersed parses fs's flags wherever they stand among args and
@@ -139,21 +131,9 @@ func runRm(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	name := pos[0]
 	r, err := hub.Remove(dir, name, func(p string) error { return refuseServed(ctx, *socket, p, name) })
-	switch {
-	case r.Link:
-		fmt.Fprintf(env.stdout, "removed %s from %s (a link to %s, which was left alone)\n", name, dir, r.Target)
-	case r.Model:
-		what := "not pulled"
-		if r.Source != nil {
-			what = fmt.Sprintf("%s at commit %s", r.Source.Repo, hub.ShortCommit(r.Source.Commit))
-		}
-		fmt.Fprintf(env.stdout, "removed %s from %s (%s, %s)\n", name, dir, what, hub.FormatBytes(r.Bytes))
-	}
+	r.Describe(env.stdout, name, dir)
 	if err != nil {
 		return fmt.Errorf("rm: %w", err)
-	}
-	if r.Partial {
-		fmt.Fprintf(env.stdout, "removed an interrupted pull of %s (%s)\n", name, hub.FormatBytes(r.PartialBytes))
 	}
 	return nil
 }
@@ -172,10 +152,4 @@ func refuseServed(ctx context.Context, socket, path, name string) error {
 		return fmt.Errorf("the daemon is serving %s: switch to another model first (\"startlux use demo\")", name)
 	}
 	return nil
-}
-
-// fileExists reports whether name exists (without following a final link).
-func fileExists(name string) bool {
-	_, err := os.Lstat(name)
-	return err == nil
 }

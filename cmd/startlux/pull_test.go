@@ -14,6 +14,7 @@ import (
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/hub"
 	"github.com/startlux/startlux/hub/hubtest"
+	"github.com/startlux/startlux/human"
 )
 
 // runCmdErr runs a subcommand and returns its stdout and stderr.
@@ -284,7 +285,7 @@ func TestPullFitNote(t *testing.T) {
 		var b strings.Builder
 		pullFitNote(context.Background(), &b, dir, daemon.Memory{Known: true, Total: 32e9, Available: tt.avail})
 		out := b.String()
-		if !strings.Contains(out, "memory: loading it needs "+fp.String()+" at the default limits; "+mb(tt.avail)+" available now") ||
+		if !strings.Contains(out, "memory: loading it needs "+fp.String()+" at the default limits; "+human.MB(tt.avail)+" available now") ||
 			strings.Contains(out, "would be refused") != tt.refused {
 			t.Errorf("%d bytes available for %d: %q", tt.avail, fp.Total(), out)
 		}

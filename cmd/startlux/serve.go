@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 
-	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/human"
 	"github.com/startlux/startlux/ipc"
@@ -18,12 +17,7 @@ import (
 // model in the background (progress on a terminal), and stops gracefully on
 // SIGTERM or SIGINT (main ties ctx to them).
 func runServe(ctx context.Context, env *cmdEnv, args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(env.stderr, "usage: startlux serve [flags]\n\nRuns the daemon: serves decisions on the socket until SIGTERM or SIGINT.\n\nflags:")
-		fs.PrintDefaults()
-	}
+	fs := clientFlagSet("serve", "usage: startlux serve [flags]\n\nRuns the daemon: serves decisions on the socket until SIGTERM or SIGINT.", env.stderr)
 	var c daemon.ServeConfig
 	fs.StringVar(&c.Model, "model", "", "checkpoint `DIR` or a name in the models folder (default: the embedded demo model)")
 	fs.StringVar(&c.Socket, "socket", "", "socket `PATH` (default: "+ipc.DefaultSocketPath()+")")
@@ -36,11 +30,8 @@ func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 	fs.Int64Var(&c.ScratchLimit, "scratch-limit", 0, "`BYTES` of freed activation and scratch buffers the backend keeps for reuse, least recently used dropped first (0: 1 GiB, -1: none)")
 	idleUnload := fs.Duration("idle-unload", daemon.DefaultIdleUnload, "unload the model after this `DURATION` without a decision (0: never; when not given, the app's setting, else 30m); the next decision loads it again")
 	backend := backendFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("serve: unexpected argument %q", fs.Arg(0))
 	}
 	fs.Visit(func(f *flag.Flag) {
 		if f.Name == "idle-unload" {
@@ -49,7 +40,7 @@ func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 	})
 	c.Backend = *backend
 	c.Logger = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c.Progress = newProgressPrinter(env.stderr).show
+	c.Progress = human.NewProgressPrinter(env.stderr, isTerminal(env.stderr)).Show
 	c.Listening = func(path string) { fmt.Fprintf(env.stderr, "startlux: listening on %s\n", path) }
 	opts, err := c.RunOptions()
 	if err == nil {
@@ -62,18 +53,6 @@ func runServe(ctx context.Context, env *cmdEnv, args []string) error {
 	return nil
 }
 
-// progressPrinter shows load progress on a terminal or in a log
-// (human.ProgressPrinter).
-type progressPrinter struct{ *human.ProgressPrinter }
-
-// newProgressPrinter returns a progress printer writing to w.
-func newProgressPrinter(w io.Writer) *progressPrinter {
-	return &progressPrinter{human.NewProgressPrinter(w, isTerminal(w))}
-}
-
-// show writes what lp says of the load.
-func (p *progressPrinter) show(lp api.LoadProgress) { p.Show(lp) }
-
 // isTerminal reports whether w is a character device (a terminal).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -83,6 +62,3 @@ func isTerminal(w io.Writer) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
-
-// modelLabel names a model directory for people.
-func modelLabel(dir string) string { return human.ModelLabel(dir) }

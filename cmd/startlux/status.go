@@ -15,11 +15,8 @@ func runStatus(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := clientFlagSet("status", "usage: startlux status [flags]\n\nShows what the daemon is doing.", env.stderr)
 	socket := socketFlag(fs)
 	asJSON := fs.Bool("json", false, "print the status as JSON")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("status: unexpected argument %q", fs.Arg(0))
 	}
 	c, err := dialDaemon(ctx, *socket)
 	if err != nil {
@@ -40,6 +37,3 @@ func runStatus(ctx context.Context, env *cmdEnv, args []string) error {
 	human.Status(env.stdout, &st)
 	return nil
 }
-
-// mb writes a byte count in megabytes, or gigabytes from 1 GB (human.MB).
-func mb(n int64) string { return human.MB(n) }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/human"
 )
 
 // runUnload is "startlux unload": the daemon unloads its model now (the
@@ -14,11 +15,8 @@ func runUnload(ctx context.Context, env *cmdEnv, args []string) error {
 		"Unloads the daemon's model, handing its memory back; the daemon keeps serving\n"+
 		"its socket, and the next decision loads the model again.", env.stderr)
 	socket := socketFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unload: unexpected argument %q", fs.Arg(0))
 	}
 	c, err := dialDaemon(ctx, *socket)
 	if err != nil {
@@ -33,6 +31,6 @@ func runUnload(ctx context.Context, env *cmdEnv, args []string) error {
 		fmt.Fprintf(env.stdout, "no model to unload (the daemon is %s)\n", st.State)
 		return nil
 	}
-	fmt.Fprintf(env.stdout, "unloaded %s; %s resident now\n", st.Model.Name, mb(st.Memory.Resident))
+	fmt.Fprintf(env.stdout, "unloaded %s; %s resident now\n", st.Model.Name, human.MB(st.Memory.Resident))
 	return nil
 }

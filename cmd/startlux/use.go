@@ -7,6 +7,7 @@ import (
 
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/human"
 )
 
 // runUse is "startlux use NAME|DIR": switch the daemon's model. The old
@@ -45,7 +46,7 @@ func runUse(ctx context.Context, env *cmdEnv, args []string) error {
 
 	var progress func(api.LoadProgress)
 	if isTerminal(env.stderr) {
-		progress = newProgressPrinter(env.stderr).show
+		progress = human.NewProgressPrinter(env.stderr, true).Show
 	}
 	params.Model = model
 	st, err := c.Load(ctx, params, progress)
