@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/calibrate"
 )
 
@@ -17,7 +18,7 @@ func runCalibrate(ctx context.Context, env *cmdEnv, args []string) error {
 		"option positions first, and prints NLL and ECE before and after on data the fit did not see (the\n"+
 		"--holdout file, or each of K folds fitted on the others). --write updates the checkpoint's\n"+
 		"decision_config.json atomically, keeping the old one as decision_config.json.bak.", env.stderr)
-	fs.StringVar(&o.Dir, "model", "", "the jevfmt/1 checkpoint in `DIR` (default: the embedded demo model, which cannot be written)")
+	fs.StringVar(&o.Dir, "model", "", "the jevfmt/1 checkpoint: a `DIR`, or a name in the models folder (default: the embedded demo model, which cannot be written)")
 	backend := backendFlag(fs)
 	fs.StringVar(&o.DataFile, "data", "", "the labelled data `FILE` to fit on (JSON lines)")
 	fs.StringVar(&o.HoldoutFile, "holdout", "", "measure on this labelled `FILE` instead of cross-validating")
@@ -28,6 +29,9 @@ func runCalibrate(ctx context.Context, env *cmdEnv, args []string) error {
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if o.Dir == api.DemoName {
+		o.Dir = "" // the embedded demo model, as the default
 	}
 	setFlags := map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { setFlags[fl.Name] = true })
@@ -53,6 +57,9 @@ func runCalibrate(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("calibrate: %w", err)
 	}
 	defer e.Close()
+	if o.Dir != "" {
+		o.Dir = e.Info().Path // a name in the models folder, resolved
+	}
 	o.Log = env.stderr
 	rep, err := calibrate.Run(ctx, e, o)
 	if err != nil {

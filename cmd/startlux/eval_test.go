@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/calibrate"
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
@@ -269,6 +270,7 @@ func TestCalibrateRefusals(t *testing.T) {
 		want string
 	}{
 		{[]string{"--data", data, "--write"}, "--write needs --model DIR"},
+		{[]string{"--model", "demo", "--data", data, "--write"}, "--write needs --model DIR"},
 		{[]string{"--model", filepath.Join("..", "..", "testdata", "tiny-pointer"), "--data", data}, "is a pointer/1 checkpoint: only jevfmt/1"},
 		{[]string{"--data", data, "--holdout", data, "--folds", "3"}, "--holdout and --folds exclude each other"},
 		{[]string{"--data", data, "--folds", "1"}, "--folds 1: need at least 2"},
@@ -282,6 +284,40 @@ func TestCalibrateRefusals(t *testing.T) {
 	_, err := runCmd(t, nil, "eval", "--data", data, "--model", noConfig, "--socket", "x")
 	if err == nil || !strings.Contains(err.Error(), "exclude each other") {
 		t.Errorf("eval --model --socket: %v", err)
+	}
+}
+
+// TestCalibrateModelsFolder calibrates a model given by its name in the
+// models folder, as serve and eval take it: the config is read from and
+// written to that model's directory, not a directory of that name here.
+func TestCalibrateModelsFolder(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("XDG_DATA_HOME", t.TempDir())
+	folder, err := api.ModelsDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(folder, "mine")
+	if err := os.MkdirAll(folder, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(copyDemo(t), dir); err != nil {
+		t.Fatal(err)
+	}
+	orig := must(os.ReadFile(filepath.Join(dir, decide.ConfigFile)))
+	out, err := runCmd(t, nil, "calibrate", "--model", "mine", "--data", demoTasks(t, 0, 120), "--holdout", demoTasks(t, 250, 300), "--write", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res calibrateJSON
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if want := filepath.Join(dir, decide.ConfigFile); res.Written != want {
+		t.Errorf("written %q, want %q", res.Written, want)
+	}
+	if b := must(os.ReadFile(filepath.Join(dir, decide.ConfigFile+calibrate.BackupSuffix))); !bytes.Equal(b, orig) {
+		t.Error("the backup in the model's directory is not the replaced config")
 	}
 }
 
