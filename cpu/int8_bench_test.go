@@ -115,3 +115,56 @@ func median(d []time.Duration) time.Duration {
 	slices.Sort(d)
 	return d[len(d)/2]
 }
+
+// BenchmarkInt8Panel times the int8 register tiles alone, single-threaded,
+// on data in L1: three 1024-column K blocks of one row tile against 8
+// channel tiles, accumulated in place as the driver does. "panel" is the
+// kernel's own panel where it has one, "tile" the tile with the sums added
+// in Go. Each call (a few µs) is timed; it reports GMAC/s (multiply-adds
+// per second) of the fastest call, the figure a shared machine disturbs
+// least, and of the median one.
+//
+//	go test ./cpu -run X -bench Int8Panel -benchtime 20000x
+func BenchmarkInt8Panel(b *testing.B) {
+	const kc, nt = 1024, 8
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, k0 := range int8Kernels() {
+		if !k0.ok {
+			continue
+		}
+		modes := []string{"tile"}
+		if k0.panel != nil {
+			modes = append(modes, "panel")
+		}
+		for _, mode := range modes {
+			k := k0
+			if mode == "tile" {
+				k.panel = nil
+			}
+			lda, ldw, ldc := kc+64, kc, nt*k.nr
+			a := make([]byte, k.mr*lda)
+			w := make([]byte, nt*k.nr*ldw)
+			for i := range a {
+				a[i] = byte(rng.IntN(255) - 127)
+			}
+			for i := range w {
+				w[i] = byte(rng.IntN(256))
+			}
+			c := make([]int32, k.mr*ldc)
+			tk := &int8Task{}
+			b.Run(k.name+"/"+mode, func(b *testing.B) {
+				var ts []time.Duration
+				for b.Loop() {
+					t0 := time.Now()
+					for i := range 3 {
+						k.runPanel(tk, kc, a, lda, w, ldw, nt, c, ldc, i > 0)
+					}
+					ts = append(ts, time.Since(t0))
+				}
+				macs := 3 * float64(k.mr*nt*k.nr*kc)
+				b.ReportMetric(macs/slices.Min(ts).Seconds()/1e9, "GMAC/s")
+				b.ReportMetric(macs/median(ts).Seconds()/1e9, "GMAC/s-median")
+			})
+		}
+	}
+}
