@@ -24,10 +24,9 @@ func int8TileVNNI(k int, a []byte, lda int, w []byte, ldw int, c []int32) {
 	int8Tile4x6VNNI(k, &a[0], lda, &w[0], ldw, &c[0])
 }
 
-// int8TileAVX2 is the 3×3 avx2 tile (kv 32).
+// int8TileAVX2 is the 3×3 avx2 tile (kv 32): a panel of one tile.
 func int8TileAVX2(k int, a []byte, lda int, w []byte, ldw int, c []int32) {
-	_, _, _ = a[2*lda+k-1], w[2*ldw+k-1], c[8]
-	int8Tile3x3AVX2(k, &a[0], lda, &w[0], ldw, &c[0])
+	int8PanelAVX2(k, a, lda, w, ldw, 1, c, 3, false)
 }
 
 // int8PanelAVX2 runs nt 3×3 avx2 tiles side by side, accumulating in c
@@ -81,9 +80,6 @@ func quantizeVec(dst []byte, x []float32, inv float32, xor byte) {
 
 //go:noescape
 func int8Tile4x6VNNI(k int, a *byte, lda int, w *byte, ldw int, c *int32)
-
-//go:noescape
-func int8Tile3x3AVX2(k int, a *byte, lda int, w *byte, ldw int, c *int32)
 
 //go:noescape
 func int8Panel3x3AVX2(k int, a *byte, lda int, w *byte, ldw, nt int, c *int32, ldc int, add bool)

@@ -23,63 +23,6 @@
 	VPMADDWD   Y15, Y14, Y14;   \
 	VPADDD     Y14, acc2, acc2
 
-// Horizontal sums of four 8-lane accumulators a, b, c, d (Y0–Y15) into the
-// four dwords at dst; xa is a's X register, xt a scratch X register.
-#define HSUM4(a, b, c, d, xa, xt, dst) \
-	VPHADDD      b, a, a;    \
-	VPHADDD      d, c, c;    \
-	VPHADDD      c, a, a;    \
-	VEXTRACTI128 $1, a, xt;  \
-	VPADDD       xt, xa, xa; \
-	VMOVDQU      xa, dst
-
-// func int8Tile3x3AVX2(k int, a *byte, lda int, w *byte, ldw int, c *int32)
-//
-// c[3r+j] = Σ_{i<k} a[r·lda+i]·w[j·ldw+i] for r, j < 3, a and w int8;
-// k is a positive multiple of 32.
-TEXT ·int8Tile3x3AVX2(SB), NOSPLIT, $0-48
-	MOVQ k+0(FP), CX
-	MOVQ a+8(FP), SI
-	MOVQ lda+16(FP), R8
-	MOVQ w+24(FP), DI
-	MOVQ ldw+32(FP), R9
-	MOVQ c+40(FP), DX
-	SHRQ $5, CX
-	VPXOR Y0, Y0, Y0
-	VPXOR Y1, Y1, Y1
-	VPXOR Y2, Y2, Y2
-	VPXOR Y3, Y3, Y3
-	VPXOR Y4, Y4, Y4
-	VPXOR Y5, Y5, Y5
-	VPXOR Y6, Y6, Y6
-	VPXOR Y7, Y7, Y7
-	VPXOR Y8, Y8, Y8
-	MOVL         $0x00010001, AX
-	VMOVD        AX, X15
-	VPBROADCASTD X15, Y15
-
-avx2loop:
-	VMOVDQU (SI), Y9
-	VMOVDQU (SI)(R8*1), Y10
-	VMOVDQU (SI)(R8*2), Y11
-	AVX2_CH((DI), Y0, Y3, Y6)
-	AVX2_CH((DI)(R9*1), Y1, Y4, Y7)
-	AVX2_CH((DI)(R9*2), Y2, Y5, Y8)
-	ADDQ $32, SI
-	ADDQ $32, DI
-	DECQ CX
-	JNZ  avx2loop
-
-	HSUM4(Y0, Y1, Y2, Y3, X0, X9, (DX))
-	HSUM4(Y4, Y5, Y6, Y7, X4, X9, 16(DX))
-	VEXTRACTI128 $1, Y8, X9
-	VPADDD       X9, X8, X8
-	VPHADDD      X8, X8, X8
-	VPHADDD      X8, X8, X8
-	VMOVD        X8, 32(DX)
-	VZEROUPPER
-	RET
-
 // ROW3 stores the three dwords of a row of sums, lanes 0–2 of src, at
 // (p); ROW3ADD adds them to the dwords there (xt scratch).
 #define ROW3(src, p) \

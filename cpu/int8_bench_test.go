@@ -164,45 +164,57 @@ func median(d []time.Duration) time.Duration {
 func BenchmarkInt8Panel(b *testing.B) {
 	const kc, nt = 1024, 8
 	rng := rand.New(rand.NewPCG(3, 4))
-	for _, k0 := range int8Kernels() {
-		if !k0.ok {
+	for _, bm := range int8BenchModes(true) {
+		k, mode := bm.k, bm.mode
+		lda, ldw, ldc := kc+64, kc, nt*k.nr
+		a := make([]byte, k.mr*lda)
+		w := make([]byte, nt*k.nr*ldw)
+		for i := range a {
+			a[i] = byte(rng.IntN(255) - 127)
+		}
+		for i := range w {
+			w[i] = byte(rng.IntN(256))
+		}
+		c := make([]int32, k.mr*ldc)
+		tk := &int8Task{}
+		b.Run(k.name+"/"+mode, func(b *testing.B) {
+			var ts []time.Duration
+			for b.Loop() {
+				t0 := time.Now()
+				for i := range 3 {
+					k.runPanel(tk, kc, a, lda, w, ldw, nt, c, ldc, i > 0)
+				}
+				ts = append(ts, time.Since(t0))
+			}
+			macs := 3 * float64(k.mr*nt*k.nr*kc)
+			b.ReportMetric(macs/slices.Min(ts).Seconds()/1e9, "GMAC/s")
+			b.ReportMetric(macs/median(ts).Seconds()/1e9, "GMAC/s-median")
+		})
+	}
+}
+
+// int8BenchMode is a kernel of this CPU run one way: "panel" (its own
+// panel) or "tile" (its tile per call, the sums added in Go).
+type int8BenchMode struct {
+	mode string
+	k    int8Kernel
+}
+
+// int8BenchModes returns the modes of every kernel this CPU runs (the
+// portable one only with withGo).
+func int8BenchModes(withGo bool) []int8BenchMode {
+	var out []int8BenchMode
+	for _, k := range int8Kernels() {
+		if !k.ok || k.name == "go" && !withGo {
 			continue
 		}
-		modes := []string{"tile"}
-		if k0.panel != nil {
-			modes = append(modes, "panel")
+		if k.panel != nil {
+			out = append(out, int8BenchMode{"panel", k})
 		}
-		for _, mode := range modes {
-			k := k0
-			if mode == "tile" {
-				k.panel = nil
-			}
-			lda, ldw, ldc := kc+64, kc, nt*k.nr
-			a := make([]byte, k.mr*lda)
-			w := make([]byte, nt*k.nr*ldw)
-			for i := range a {
-				a[i] = byte(rng.IntN(255) - 127)
-			}
-			for i := range w {
-				w[i] = byte(rng.IntN(256))
-			}
-			c := make([]int32, k.mr*ldc)
-			tk := &int8Task{}
-			b.Run(k.name+"/"+mode, func(b *testing.B) {
-				var ts []time.Duration
-				for b.Loop() {
-					t0 := time.Now()
-					for i := range 3 {
-						k.runPanel(tk, kc, a, lda, w, ldw, nt, c, ldc, i > 0)
-					}
-					ts = append(ts, time.Since(t0))
-				}
-				macs := 3 * float64(k.mr*nt*k.nr*kc)
-				b.ReportMetric(macs/slices.Min(ts).Seconds()/1e9, "GMAC/s")
-				b.ReportMetric(macs/median(ts).Seconds()/1e9, "GMAC/s-median")
-			})
-		}
+		k.panel = nil
+		out = append(out, int8BenchMode{"tile", k})
 	}
+	return out
 }
 
 // BenchmarkInt8Block times the driver's task alone, single-threaded: one
@@ -221,40 +233,28 @@ func BenchmarkInt8Block(b *testing.B) {
 	}{{"delta_qkv", 6144, 1024}, {"mlp_down", 1024, 3584}} {
 		wq := int8Values(rng, sh.o*sh.n, -127, 127)
 		w := tensor.Int8FromValues("w", sh.o, sh.n, wq, make([]float32, sh.o))
-		for _, k0 := range int8Kernels() {
-			if !k0.ok || k0.name == "go" {
-				continue
+		for _, bm := range int8BenchModes(false) {
+			k, mode := bm.k, bm.mode
+			var s int8Scratch
+			p := s.problem(&k, int8RowBlock, w)
+			for i := range p.a {
+				p.a[i] = byte(rng.IntN(255) - 127)
 			}
-			modes := []string{"tile"}
-			if k0.panel != nil {
-				modes = append(modes, "panel")
-			}
-			for _, mode := range modes {
-				k := k0
-				if mode == "tile" {
-					k.panel = nil
+			tk := &int8Task{}
+			b.Run(fmt.Sprintf("%s/%s/%s", sh.name, k.name, mode), func(b *testing.B) {
+				var ts []time.Duration
+				cb := 0
+				for b.Loop() {
+					c0 := cb * int8ChanBlock
+					t0 := time.Now()
+					p.block(tk, 0, int8RowBlock, c0, min(sh.o, c0+int8ChanBlock))
+					ts = append(ts, time.Since(t0))
+					cb = (cb + 1) % (sh.o / int8ChanBlock)
 				}
-				var s int8Scratch
-				p := s.problem(&k, int8RowBlock, w)
-				for i := range p.a {
-					p.a[i] = byte(rng.IntN(255) - 127)
-				}
-				tk := &int8Task{}
-				b.Run(fmt.Sprintf("%s/%s/%s", sh.name, k.name, mode), func(b *testing.B) {
-					var ts []time.Duration
-					cb := 0
-					for b.Loop() {
-						c0 := cb * int8ChanBlock
-						t0 := time.Now()
-						p.block(tk, 0, int8RowBlock, c0, min(sh.o, c0+int8ChanBlock))
-						ts = append(ts, time.Since(t0))
-						cb = (cb + 1) % (sh.o / int8ChanBlock)
-					}
-					macs := float64(int8RowBlock * int8ChanBlock * sh.n)
-					b.ReportMetric(macs/slices.Min(ts).Seconds()/1e9, "GMAC/s")
-					b.ReportMetric(macs/median(ts).Seconds()/1e9, "GMAC/s-median")
-				})
-			}
+				macs := float64(int8RowBlock * int8ChanBlock * sh.n)
+				b.ReportMetric(macs/slices.Min(ts).Seconds()/1e9, "GMAC/s")
+				b.ReportMetric(macs/median(ts).Seconds()/1e9, "GMAC/s-median")
+			})
 		}
 	}
 }
