@@ -54,8 +54,8 @@ func NewIPCDaemon(socket string) *IPCDaemon {
 	return &IPCDaemon{Socket: socket}
 }
 
-// call runs one method, dialling first when there is no connection.
-func (d *IPCDaemon) call(ctx context.Context, method string, params, result any) error {
+// do runs fn on the connection, dialling first when there is none.
+func (d *IPCDaemon) do(ctx context.Context, fn func(cl *ipc.Client) error) error {
 	d.mu.Lock()
 	cl := d.cl
 	d.mu.Unlock()
@@ -73,7 +73,7 @@ func (d *IPCDaemon) call(ctx context.Context, method string, params, result any)
 		}
 		d.mu.Unlock()
 	}
-	err := cl.Call(ctx, method, params, result)
+	err := fn(cl)
 	var perr *api.Error
 	if err != nil && !errors.As(err, &perr) && ctx.Err() == nil {
 		// The connection failed (the daemon went away): drop it so the
@@ -91,7 +91,11 @@ func (d *IPCDaemon) call(ctx context.Context, method string, params, result any)
 // Status implements [Daemon].
 func (d *IPCDaemon) Status(ctx context.Context) (api.Status, error) {
 	var s api.Status
-	if err := d.call(ctx, api.MethodStatus, nil, &s); err != nil {
+	err := d.do(ctx, func(cl *ipc.Client) (err error) {
+		s, err = cl.Status(ctx)
+		return err
+	})
+	if err != nil {
 		return api.Status{}, fmt.Errorf("daemon status: %w", err)
 	}
 	return s, nil
@@ -100,15 +104,27 @@ func (d *IPCDaemon) Status(ctx context.Context) (api.Status, error) {
 // Models implements [Daemon].
 func (d *IPCDaemon) Models(ctx context.Context) ([]api.ModelEntry, error) {
 	var list []api.ModelEntry
-	if err := d.call(ctx, api.MethodModels, nil, &list); err != nil {
+	err := d.do(ctx, func(cl *ipc.Client) (err error) {
+		list, err = cl.Models(ctx)
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("daemon models: %w", err)
 	}
 	return list, nil
 }
 
+// load runs the load method with p.
+func (d *IPCDaemon) load(ctx context.Context, p api.LoadParams) error {
+	return d.do(ctx, func(cl *ipc.Client) error {
+		_, err := cl.Load(ctx, p, nil)
+		return err
+	})
+}
+
 // Load implements [Daemon].
 func (d *IPCDaemon) Load(ctx context.Context, name string, useInt8 bool) error {
-	if err := d.call(ctx, api.MethodLoad, api.LoadParams{Model: name, Int8: &useInt8}, nil); err != nil {
+	if err := d.load(ctx, api.LoadParams{Model: name, Int8: &useInt8}); err != nil {
 		return fmt.Errorf("switch to model %s: %w", name, err)
 	}
 	return nil
@@ -116,7 +132,11 @@ func (d *IPCDaemon) Load(ctx context.Context, name string, useInt8 bool) error {
 
 // Unload implements [Daemon].
 func (d *IPCDaemon) Unload(ctx context.Context) error {
-	if err := d.call(ctx, api.MethodUnload, nil, nil); err != nil {
+	err := d.do(ctx, func(cl *ipc.Client) error {
+		_, err := cl.Unload(ctx)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("unload the model: %w", err)
 	}
 	return nil
@@ -125,7 +145,11 @@ func (d *IPCDaemon) Unload(ctx context.Context) error {
 // SetIdleUnload implements [Daemon].
 func (d *IPCDaemon) SetIdleUnload(ctx context.Context, dur time.Duration) error {
 	s := dur.Seconds()
-	if err := d.call(ctx, api.MethodConfigure, api.ConfigureParams{IdleUnloadS: &s}, nil); err != nil {
+	err := d.do(ctx, func(cl *ipc.Client) error {
+		_, err := cl.Configure(ctx, api.ConfigureParams{IdleUnloadS: &s})
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("set idle unload to %v: %w", dur, err)
 	}
 	return nil
@@ -133,7 +157,7 @@ func (d *IPCDaemon) SetIdleUnload(ctx context.Context, dur time.Duration) error 
 
 // Pull implements [Daemon] with load {"pull": repo}.
 func (d *IPCDaemon) Pull(ctx context.Context, repo string, useInt8 bool) error {
-	if err := d.call(ctx, api.MethodLoad, api.LoadParams{Pull: repo, Int8: &useInt8}, nil); err != nil {
+	if err := d.load(ctx, api.LoadParams{Pull: repo, Int8: &useInt8}); err != nil {
 		return fmt.Errorf("pull %s: %w", repo, err)
 	}
 	return nil

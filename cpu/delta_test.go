@@ -234,7 +234,8 @@ func TestGatedDeltaChunkSizes(t *testing.T) {
 // vector kernel where the CPU has one and the portable loop, against a plain
 // scalar loop: the kernel does the same operations in the same order, so
 // must give the same bits; the portable loop may fuse multiply and subtract
-// (arm64), so gets a rounding tolerance.
+// (arm64), so it and the scalar loop are held to the forward error bound of
+// substitution against the exact (float64) solution.
 func TestTriSolve(t *testing.T) {
 	rng := newRNG(t)
 	for _, sh := range []struct{ n, w, lda int }{
@@ -251,22 +252,47 @@ func TestTriSolve(t *testing.T) {
 					}
 				}
 			}
-			check := func(name string, got []float32, tol float64) {
-				for i := range want {
-					if d := math.Abs(float64(got[i] - want[i])); d > tol*(1+math.Abs(float64(want[i]))) {
-						t.Fatalf("%s: x[%d] = %v, want %v", name, i, got[i], want[i])
+			// The exact solution (float64) and the forward error bound of
+			// substitution in float32: each x[i] is within about
+			// n·u·m[i] of it, m[i] = |x0[i]| + Σ_j |a[i,j]|·m[j] the
+			// magnitude of what it accumulates (u = 2⁻²⁴; a factor 4
+			// of room for the fused and unfused orders).
+			exact := make([]float64, len(x0))
+			mag := make([]float64, len(x0))
+			for i := range sh.n {
+				for e := range sh.w {
+					v, m := float64(x0[i*sh.w+e]), math.Abs(float64(x0[i*sh.w+e]))
+					for j := range i {
+						aij := float64(a[i*sh.lda+j])
+						v -= aij * exact[j*sh.w+e]
+						m += math.Abs(aij) * mag[j*sh.w+e]
 					}
+					exact[i*sh.w+e], mag[i*sh.w+e] = v, m
+				}
+			}
+			bound := func(i int) float64 { return 4 * float64(sh.n+1) * 0x1p-24 * mag[i] }
+			for i := range want {
+				if d := math.Abs(float64(want[i]) - exact[i]); d > bound(i) {
+					t.Fatalf("scalar loop: x[%d] = %v, exact %v: error %.3g over the bound %.3g", i, want[i], exact[i], d, bound(i))
 				}
 			}
 			got := append([]float32(nil), x0...)
 			triSolve(got, sh.w, a, sh.lda, sh.n)
-			check("triSolve", got, 1e-5)
+			for i := range got {
+				if d := math.Abs(float64(got[i]) - exact[i]); d > bound(i) {
+					t.Fatalf("triSolve: x[%d] = %v, exact %v: error %.3g over the bound %.3g", i, got[i], exact[i], d, bound(i))
+				}
+			}
 			if haveKernel && sh.w%64 == 0 {
 				got = append(got[:0], x0...)
 				for c0 := 0; c0 < sh.w; c0 += 64 {
 					triSolve64AVX2(&got[c0], sh.w, &a[0], sh.lda, sh.n)
 				}
-				check("triSolve64AVX2", got, 0)
+				for i := range got {
+					if got[i] != want[i] {
+						t.Fatalf("triSolve64AVX2: x[%d] = %v, want %v bit for bit", i, got[i], want[i])
+					}
+				}
 			}
 		})
 	}

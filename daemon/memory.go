@@ -62,6 +62,34 @@ func SystemMemory() Memory {
 	return Memory{Known: ok1 && ok2, Total: total, Available: avail}
 }
 
+// Fit is what a load of a model would need against what the machine has
+// now: the fit check a load makes, told before anyone asks for the load
+// (startlux pull says it of the model it pulled).
+type Fit struct {
+	// Needs is the model's footprint.
+	Needs Footprint
+	// Memory is the machine's memory when it was told.
+	Memory Memory
+}
+
+// EstimateFit estimates what loading the checkpoint in dir ("" for the
+// embedded demo) needs at lo's limits, with float projections, against
+// mem.
+func EstimateFit(ctx context.Context, dir string, lo LoaderOptions, mem Memory) (Fit, error) {
+	fp, err := DecideEstimator(lo)(ctx, dir, false)
+	if err != nil {
+		return Fit{}, err
+	}
+	return Fit{Needs: fp, Memory: mem}, nil
+}
+
+// Refused reports whether a load now would be refused for want of memory,
+// unless it replaced a model in service that frees enough: the footprint
+// is more than the memory available. Unknown memory refuses nothing.
+func (f Fit) Refused() bool {
+	return f.Memory.Known && f.Needs.Total() > f.Memory.Available
+}
+
 // EngineMemory is what a loaded engine holds now, in bytes.
 type EngineMemory struct {
 	// Weights is its resident weights.

@@ -201,3 +201,33 @@ func TestFitDemo(t *testing.T) {
 		t.Errorf("status memory %+v; want needs %d, weights %d, the limits, scratch kept within its limit", m, need, want.Weights)
 	}
 }
+
+// TestEstimateFit holds the demo checkpoint's footprint, as the estimator
+// of the daemon's loads tells it, to memory sizes around it.
+func TestEstimateFit(t *testing.T) {
+	dir := filepath.Join("..", "testdata", "demo-decision")
+	fp, err := DecideEstimator(LoaderOptions{})(context.Background(), dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		mem     Memory
+		refused bool
+	}{
+		{Memory{Known: true, Total: 32e9, Available: fp.Total() - 1}, true},
+		{Memory{Known: true, Total: 32e9, Available: fp.Total()}, false},
+		{Memory{Known: true, Total: 32e9, Available: fp.Total() + 8e9}, false},
+		{Memory{Known: false}, false},
+	} {
+		fit, err := EstimateFit(context.Background(), dir, LoaderOptions{}, tc.mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fit.Needs != fp || fit.Memory != tc.mem || fit.Refused() != tc.refused {
+			t.Errorf("EstimateFit with %+v = %+v, refused %v; want %v needed, refused %v", tc.mem, fit, fit.Refused(), fp, tc.refused)
+		}
+	}
+	if _, err := EstimateFit(context.Background(), filepath.Join(t.TempDir(), "none"), LoaderOptions{}, Memory{}); err == nil {
+		t.Error("no error for a missing checkpoint")
+	}
+}

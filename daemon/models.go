@@ -96,14 +96,9 @@ func ResolveModel(arg, modelsDir string) (string, error) {
 	if arg == "" || arg == api.DemoName {
 		return "", nil
 	}
-	if strings.ContainsRune(arg, filepath.Separator) || arg == "." || arg == ".." {
-		dir, err := filepath.Abs(arg)
-		if err != nil {
-			return "", fmt.Errorf("model %s: %w", arg, err)
-		}
-		if err := decide.CheckCheckpoint(dir); err != nil {
-			return "", fmt.Errorf("model %w", err)
-		}
+	if dir, ok, err := CheckpointPath(arg); err != nil {
+		return "", fmt.Errorf("model %w", err)
+	} else if ok {
 		return dir, nil
 	}
 	dir := filepath.Join(modelsDir, arg)
@@ -114,4 +109,23 @@ func ResolveModel(arg, modelsDir string) (string, error) {
 		return "", fmt.Errorf("no model %q in %s (a checkpoint is %s; \"startlux models\" lists them)", arg, modelsDir, decide.CheckpointRule)
 	}
 	return dir, nil
+}
+
+// CheckpointPath tells a path from a name among the models a user can
+// type: when arg is a path (it holds a path separator, or is "." or "..")
+// it returns the absolute directory, checked to be a checkpoint, and ok
+// true; for a name (in the models folder, or [api.DemoName]) ok is false.
+// [ResolveModel] and "startlux use", which sends the daemon an absolute
+// path since the daemon runs in another directory, share it.
+func CheckpointPath(arg string) (dir string, ok bool, err error) {
+	if !strings.ContainsRune(arg, filepath.Separator) && arg != "." && arg != ".." {
+		return "", false, nil
+	}
+	if dir, err = filepath.Abs(arg); err != nil {
+		return "", false, fmt.Errorf("%s: %w", arg, err)
+	}
+	if err := decide.CheckCheckpoint(dir); err != nil {
+		return "", false, err
+	}
+	return dir, true, nil
 }

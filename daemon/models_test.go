@@ -10,12 +10,25 @@ import (
 	"github.com/startlux/startlux/api"
 )
 
+// checkpointDir makes dir/name a directory that passes for a checkpoint
+// (config.json and decision_config.json) and returns it.
+func checkpointDir(t *testing.T, dir, name string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.Mkdir(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"config.json", "decision_config.json"} {
+		if err := os.WriteFile(filepath.Join(p, f), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return p
+}
+
 func TestResolveModel(t *testing.T) {
 	models := t.TempDir()
-	good := filepath.Join(models, "good")
-	os.Mkdir(good, 0o755)
-	os.WriteFile(filepath.Join(good, "config.json"), []byte("{}"), 0o644)
-	os.WriteFile(filepath.Join(good, "decision_config.json"), []byte("{}"), 0o644)
+	good := checkpointDir(t, models, "good")
 	half := filepath.Join(models, "half")
 	os.Mkdir(half, 0o755)
 	os.WriteFile(filepath.Join(half, "config.json"), []byte("{}"), 0o644)
@@ -71,5 +84,32 @@ func TestPercentiles(t *testing.T) {
 	p50, p99 := l.percentiles()
 	if p50 != 1488 || p99 != 1990 {
 		t.Errorf("p50 %v p99 %v, want 1488 and 1990", p50, p99)
+	}
+}
+
+// TestCheckpointPath tells paths from names, relative paths made absolute
+// from the working directory, and checks the paths' checkpoints.
+func TestCheckpointPath(t *testing.T) {
+	root := t.TempDir()
+	good := checkpointDir(t, root, "good")
+	t.Chdir(good)
+	for _, c := range []struct {
+		arg, want, err string
+		path           bool
+	}{
+		{arg: "good"},
+		{arg: api.DemoName},
+		{arg: ""},
+		{arg: good, want: good, path: true},
+		{arg: ".", want: good, path: true},
+		{arg: "../good", want: good, path: true},
+		{arg: "./good", err: "not a checkpoint"},
+		{arg: "..", err: "not a checkpoint"},
+		{arg: filepath.Join(root, "none"), err: "none"},
+	} {
+		dir, ok, err := CheckpointPath(c.arg)
+		if dir != c.want || ok != c.path || (c.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("CheckpointPath(%q) = %q, %v, %v; want %q, %v, an error saying %q", c.arg, dir, ok, err, c.want, c.path, c.err)
+		}
 	}
 }

@@ -21,17 +21,14 @@ func (d *Daemon) pullTarget(p api.LoadParams) (hub.Ref, string, error) {
 	if err != nil {
 		return hub.Ref{}, "", api.Errorf(api.CodeInvalidParams, "load: pull %q: %v", p.Pull, err)
 	}
-	name := p.Name
-	if name == "" {
-		name = ref.DefaultName()
-	}
-	if name == api.DemoName {
-		return hub.Ref{}, "", api.Errorf(api.CodeInvalidParams, "load: pull %s: %q is the embedded demo model's name; give another name", ref, name)
-	}
-	if err := hub.CheckName(name); err != nil {
+	dest, err := ref.Dir(d.opts.ModelsDir, p.Name)
+	switch {
+	case errors.Is(err, hub.ErrDemoName):
+		return hub.Ref{}, "", api.Errorf(api.CodeInvalidParams, "load: pull %s: %v; give another name", ref, err)
+	case err != nil:
 		return hub.Ref{}, "", api.Errorf(api.CodeInvalidParams, "load: pull %s: %v", ref, err)
 	}
-	return ref, filepath.Join(d.opts.ModelsDir, name), nil
+	return ref, dest, nil
 }
 
 // Pull downloads ref into dest (a directory in the models folder) and then
@@ -74,20 +71,6 @@ func (d *Daemon) pull(ref hub.Ref, dest string) error {
 	if err != nil {
 		return d.pullFailed(ref, dest, err)
 	}
-	name := filepath.Base(dest)
-	if _, err := os.Lstat(dest); err == nil {
-		src, serr := hub.ReadSource(dest)
-		if serr == nil && src.Repo == plan.Repo && src.Commit == plan.Commit {
-			d.opts.Logger.Info("already pulled", "repo", plan.Repo, "commit", plan.Commit, "dir", dest)
-			return nil
-		}
-		what := "a model that was not pulled"
-		if serr == nil {
-			what = fmt.Sprintf("%s at commit %.12s", src.Repo, src.Commit)
-		}
-		return d.pullFailed(ref, dest, fmt.Errorf("%s already exists in %s (%s): pull it under another name, or remove it first (startlux rm %s)",
-			name, d.opts.ModelsDir, what, name))
-	}
 	opts := d.opts.PullOptions
 	opts.Progress = func(p hub.Progress) {
 		d.mu.Lock()
@@ -101,12 +84,19 @@ func (d *Daemon) pull(ref hub.Ref, dest string) error {
 		d.mu.Unlock()
 		d.report(cp)
 	}
-	src, err := c.Download(d.ctx, plan, dest, opts)
-	if err != nil {
-		if _, serr := os.Stat(hub.PartialDir(dest)); serr == nil && !errors.Is(err, hub.ErrNoSpace) {
-			err = fmt.Errorf("%w (pulling it again resumes the download; \"startlux rm %s\" discards what was fetched)", err, name)
-		}
+	name := filepath.Base(dest)
+	src, fetched, err := c.Install(d.ctx, plan, dest, opts)
+	var exists *hub.ExistsError
+	switch {
+	case errors.As(err, &exists):
+		return d.pullFailed(ref, dest, fmt.Errorf("%w: pull it under another name, or remove it first (startlux rm %s)", err, name))
+	case errors.Is(err, hub.ErrResumable):
+		return d.pullFailed(ref, dest, fmt.Errorf("%w (pulling it again resumes the download; \"startlux rm %s\" discards what was fetched)", err, name))
+	case err != nil:
 		return d.pullFailed(ref, dest, err)
+	case !fetched:
+		d.opts.Logger.Info("already pulled", "repo", plan.Repo, "commit", plan.Commit, "dir", dest)
+		return nil
 	}
 	d.opts.Logger.Info("pulled", "repo", src.Repo, "commit", src.Commit, "dir", dest, "bytes", src.Bytes())
 	return nil

@@ -16,6 +16,13 @@
 // renames the sibling into place: the target directory appears only when
 // complete.
 //
+// Around a download, the package keeps the models folder for both pull
+// commands (startlux pull and the daemon's load {"pull"}): [CheckName]
+// says which names a model may take, [Client.Install] decides between
+// downloading, "already pulled" and an [*ExistsError] for what is in the
+// way, and [Remove] deletes a model and its interrupted pull and reports
+// what it removed.
+//
 // Redirects are followed by hand. The token goes only to the endpoint's own
 // origin; a redirect to another host (the Hub's LFS/xet storage, a CDN) is
 // followed without it, as huggingface_hub does, and a redirect from https to

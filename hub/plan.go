@@ -141,7 +141,7 @@ func (c *Client) resolve(ctx context.Context, ref Ref) (*Plan, error) {
 		all[f.Name] = &f
 	}
 	if err := c.choose(ctx, p, all); err != nil {
-		return nil, fmt.Errorf("%s (commit %s): %w", ref, short(p.Commit), err)
+		return nil, fmt.Errorf("%s (commit %s): %w", ref, ShortCommit(p.Commit), err)
 	}
 	return p, nil
 }
@@ -474,12 +474,4 @@ func isHex(s string, n int) bool {
 	}
 	_, err := hex.DecodeString(s)
 	return err == nil
-}
-
-// short abbreviates a commit id.
-func short(commit string) string {
-	if len(commit) > 12 {
-		return commit[:12]
-	}
-	return commit
 }

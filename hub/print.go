@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/startlux/startlux/human"
 )
 
 // Describe says what the pull of p will fetch, in two lines for people.
@@ -30,13 +32,8 @@ func (p *Plan) Describe(w io.Writer) {
 	fmt.Fprintf(w, "model: %d layers, hidden size %d, vocabulary %d, %s; %s\n", c.Layers, c.Hidden, c.Vocab, p.Model.Storage(), kind)
 }
 
-// ShortCommit abbreviates a commit id to 12 digits.
-func ShortCommit(commit string) string {
-	if len(commit) > 12 {
-		return commit[:12]
-	}
-	return commit
-}
+// ShortCommit abbreviates a commit id to 12 digits ([human.Commit]).
+func ShortCommit(commit string) string { return human.Commit(commit) }
 
 // Printer writes a pull's progress ([PullOptions].Progress is its
 // [Printer.Show]): one updating line on a terminal, plain lines (each

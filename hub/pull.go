@@ -169,7 +169,7 @@ func (c *Client) download(ctx context.Context, p *Plan, dir string, opts PullOpt
 			}
 			tr.add(int64(len(data)) - present[i])
 		} else if err := c.fetchFile(ctx, p, f, final, tr); err != nil {
-			return nil, fmt.Errorf("%s@%s: %w", p.Repo, short(p.Commit), err)
+			return nil, fmt.Errorf("%s@%s: %w", p.Repo, ShortCommit(p.Commit), err)
 		}
 		tr.endFile()
 	}

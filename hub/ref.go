@@ -1,9 +1,13 @@
 package hub
 
 import (
+	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"unicode"
+
+	"github.com/startlux/startlux/api"
 )
 
 // DefaultRevision is the revision pulled when none is given.
@@ -46,6 +50,23 @@ func (r Ref) String() string { return r.Repo + "@" + r.Revision }
 func (r Ref) DefaultName() string {
 	return r.Repo[strings.LastIndexByte(r.Repo, '/')+1:]
 }
+
+// Dir returns the directory a pull of r goes to in the models folder
+// folder: the model's name is name, or [Ref.DefaultName] when name is "",
+// checked with [CheckName].
+func (r Ref) Dir(folder, name string) (string, error) {
+	if name == "" {
+		name = r.DefaultName()
+	}
+	if err := CheckName(name); err != nil {
+		return "", err
+	}
+	return filepath.Join(folder, name), nil
+}
+
+// ErrDemoName matches [CheckName]'s error for the embedded demo model's
+// name ([api.DemoName]).
+var ErrDemoName = errors.New("the embedded demo model's name")
 
 // checkRepoID applies the Hub's rules for repository ids: one or two
 // segments of letters, digits, '-', '_' and '.', the name at most 96
@@ -92,10 +113,13 @@ func checkRepoID(id string) error {
 
 // CheckName reports why name cannot be a model's directory in the models
 // folder (nil when it can): it must be one plain path element, not hidden
-// (names starting with '.' are the pulls in progress), at most 255 bytes and
-// free of control characters.
+// (names starting with '.' are the pulls in progress), at most 255 bytes,
+// free of control characters, and not [api.DemoName], under which the
+// embedded demo model is listed.
 func CheckName(name string) error {
 	switch {
+	case name == api.DemoName:
+		return fmt.Errorf("%q is %w", name, ErrDemoName)
 	case name == "":
 		return fmt.Errorf("model name is empty")
 	case strings.ContainsAny(name, `/\`):

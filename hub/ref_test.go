@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -61,11 +63,37 @@ func TestCheckName(t *testing.T) {
 		{"..", "starts with '.'"},
 		{"a\nb", "control"},
 		{strings.Repeat("x", 256), "255"},
+		{"demo", `"demo" is the embedded demo model's name`},
+		{"demo2", ""},
 	}
 	for _, c := range cases {
 		err := CheckName(c.name)
 		if (c.err == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.err)) {
 			t.Errorf("CheckName(%q) = %v, want %q", c.name, err, c.err)
+		}
+	}
+}
+
+// TestRefDir names the pull's directory from the repository or the name
+// given, and refuses the names CheckName refuses.
+func TestRefDir(t *testing.T) {
+	folder := filepath.Join("models", "folder")
+	for _, c := range []struct {
+		ref        Ref
+		name, want string
+		err        error
+	}{
+		{Ref{Repo: "Qwen/Qwen3.5-0.8B", Revision: "main"}, "", filepath.Join(folder, "Qwen3.5-0.8B"), nil},
+		{Ref{Repo: "gpt2", Revision: "main"}, "", filepath.Join(folder, "gpt2"), nil},
+		{Ref{Repo: "owner/x", Revision: "main"}, "mine", filepath.Join(folder, "mine"), nil},
+		{Ref{Repo: "owner/demo", Revision: "main"}, "", "", ErrDemoName},
+		{Ref{Repo: "owner/x", Revision: "main"}, "demo", "", ErrDemoName},
+		{Ref{Repo: "owner/x", Revision: "main"}, "../x", "", nil},
+	} {
+		got, err := c.ref.Dir(folder, c.name)
+		bad := c.want == ""
+		if got != c.want || bad != (err != nil) || c.err != nil && !errors.Is(err, c.err) {
+			t.Errorf("%v.Dir(%q) = %q, %v; want %q (error %v)", c.ref, c.name, got, err, c.want, c.err)
 		}
 	}
 }

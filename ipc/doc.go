@@ -7,7 +7,9 @@
 // connection (peer uid checked, frame limit, deadlines, graceful shutdown),
 // [Client] pipelines calls from any number of goroutines over one
 // connection ([Dial] first checks that the socket's directory is the user's
-// private one and that the server runs as the user or root), and [Listen] places the socket as the architecture says
+// private one and that the server runs as the user or root; typed calls
+// such as [Client.Status] and [Client.Load] wrap the methods the app and
+// the command line use), and [Listen] places the socket as the architecture says
 // (per-user 0700 directory, 0600 socket, a stale socket removed only when a
 // dial proves it dead, a second daemon refused). A request's params are
 // read once, as the frame is, into an order-preserving value tree

@@ -8,6 +8,7 @@ import (
 
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/daemon"
+	"github.com/startlux/startlux/human"
 )
 
 // runModels is "startlux models": the checkpoints in the models folder,
@@ -36,8 +37,7 @@ func runModels(ctx context.Context, env *cmdEnv, args []string) error {
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if c, err := dialDaemon(dctx, *socket); err == nil {
-		var served []api.ModelEntry
-		if err := c.Call(dctx, api.MethodModels, nil, &served); err == nil {
+		if served, err := c.Models(dctx); err == nil {
 			list = served
 		}
 		c.Close()
@@ -47,5 +47,11 @@ func runModels(ctx context.Context, env *cmdEnv, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(list)
 	}
-	return printModels(env.stdout, env.stderr, dir, list)
+	if err := human.Models(env.stdout, list); err != nil {
+		return err
+	}
+	if len(list) == 1 {
+		fmt.Fprintf(env.stderr, "no models in %s yet (\"startlux pull REPO\" downloads one from the Hugging Face Hub)\n", dir)
+	}
+	return nil
 }

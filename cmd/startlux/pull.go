@@ -6,10 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/startlux/startlux/api"
@@ -43,44 +41,35 @@ func runPull(ctx context.Context, env *cmdEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("pull: %w", err)
 	}
-	if *name == "" {
-		*name = ref.DefaultName()
-	}
-	if err := checkModelName(*name); err != nil {
+	dest, err := ref.Dir(dir, *name)
+	if err != nil {
 		return fmt.Errorf("pull: %w", err)
 	}
+	*name = filepath.Base(dest)
 	client, err := hub.NewClient(hub.EnvOptions(os.Getenv))
 	if err != nil {
 		return fmt.Errorf("pull: %w", err)
 	}
-	dest := filepath.Join(dir, *name)
 	fmt.Fprintf(env.stderr, "resolving %s on %s\n", ref, client.Endpoint())
 	plan, err := client.Resolve(ctx, ref)
 	if err != nil {
 		return fmt.Errorf("pull: %w", err)
 	}
 	plan.Describe(env.stderr)
-	if _, err := os.Lstat(dest); err == nil {
-		src, serr := hub.ReadSource(dest)
-		if serr == nil && src.Repo == plan.Repo && src.Commit == plan.Commit {
-			fmt.Fprintf(env.stdout, "%s is already pulled: %s at commit %s, in %s\n", *name, src.Repo, hub.ShortCommit(src.Commit), dest)
-			return nil
-		}
-		what := "a model that was not pulled"
-		if serr == nil {
-			what = fmt.Sprintf("%s at commit %s", src.Repo, hub.ShortCommit(src.Commit))
-		}
-		return fmt.Errorf("pull: %s already exists in %s (%s): choose another name with --name, or remove it with \"startlux rm %s\" first",
-			*name, dir, what, *name)
-	}
 	pr := hub.NewPrinter(env.stderr, isTerminal(env.stderr), time.Now)
-	src, err := client.Download(ctx, plan, dest, hub.PullOptions{Progress: pr.Show})
+	src, fetched, err := client.Install(ctx, plan, dest, hub.PullOptions{Progress: pr.Show})
 	pr.End()
-	if err != nil {
-		if _, serr := os.Stat(hub.PartialDir(dest)); serr == nil && !errors.Is(err, hub.ErrNoSpace) {
-			return fmt.Errorf("pull: %w\n(run the same command again to resume; \"startlux rm %s\" discards what was fetched)", err, *name)
-		}
+	var exists *hub.ExistsError
+	switch {
+	case errors.As(err, &exists):
+		return fmt.Errorf("pull: %w: choose another name with --name, or remove it with \"startlux rm %s\" first", err, *name)
+	case errors.Is(err, hub.ErrResumable):
+		return fmt.Errorf("pull: %w\n(run the same command again to resume; \"startlux rm %s\" discards what was fetched)", err, *name)
+	case err != nil:
 		return fmt.Errorf("pull: %w", err)
+	case !fetched:
+		fmt.Fprintf(env.stdout, "%s is already pulled: %s at commit %s, in %s\n", *name, src.Repo, hub.ShortCommit(src.Commit), dest)
+		return nil
 	}
 	fmt.Fprintf(env.stdout, "pulled %s at commit %s into %s (%s)\n", src.Repo, hub.ShortCommit(src.Commit), dest, hub.FormatBytes(src.Bytes()))
 	if plan.Format == "" {
@@ -95,29 +84,20 @@ func runPull(ctx context.Context, env *cmdEnv, args []string) error {
 // limits against what the machine has now: the fit check a load of it
 // makes, told before anyone asks for the load.
 func pullFitNote(ctx context.Context, w io.Writer, dir string, mem daemon.Memory) {
-	fp, err := daemon.DecideEstimator(daemon.LoaderOptions{})(ctx, dir, false)
+	fit, err := daemon.EstimateFit(ctx, dir, daemon.LoaderOptions{}, mem)
 	if err != nil {
 		fmt.Fprintf(w, "note: what the model needs in memory could not be told: %v\n", err)
 		return
 	}
 	if !mem.Known {
-		fmt.Fprintf(w, "memory: loading it needs %s at the default limits\n", fp)
+		fmt.Fprintf(w, "memory: loading it needs %s at the default limits\n", fit.Needs)
 		return
 	}
-	fmt.Fprintf(w, "memory: loading it needs %s at the default limits; %s available now\n", fp, mb(mem.Available))
-	if fp.Total() > mem.Available {
+	fmt.Fprintf(w, "memory: loading it needs %s at the default limits; %s available now\n", fit.Needs, mb(mem.Available))
+	if fit.Refused() {
 		fmt.Fprintf(w, "note: a load now would be refused for want of memory (unless it replaces a model in service that frees enough): "+
 			"free memory, or serve with a lower --cache-limit, --scratch-limit or --max-request-tokens\n")
 	}
-}
-
-// checkModelName refuses names that cannot be a model's directory in the
-// models folder, and the embedded model's.
-func checkModelName(name string) error {
-	if name == api.DemoName {
-		return fmt.Errorf("%q is the embedded demo model's name", name)
-	}
-	return hub.CheckName(name)
 }
 
 // parseInterspersed parses fs's flags wherever they stand among args and
@@ -158,42 +138,28 @@ func runRm(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("rm: want exactly one model name, got %d arguments", len(pos))
 	}
 	name := pos[0]
+	r, err := hub.Remove(dir, name, func(p string) error { return refuseServed(ctx, *socket, p, name) })
 	switch {
-	case name == api.DemoName:
-		return fmt.Errorf("rm: %q is the embedded demo model: it is part of the binary and cannot be removed", name)
-	case strings.ContainsAny(name, `/\`):
-		return fmt.Errorf("rm: %q is a path: rm takes the name of a model in %s (\"startlux models\" lists them)", name, dir)
-	}
-	if err := hub.CheckName(name); err != nil {
-		return fmt.Errorf("rm: %w", err)
-	}
-	p := filepath.Join(dir, name)
-	fi, statErr := os.Lstat(p)
-	if statErr != nil && !errors.Is(statErr, fs.ErrNotExist) {
-		return fmt.Errorf("rm: %w", statErr)
-	}
-	if statErr == nil {
-		if err := refuseServed(ctx, *socket, p, name); err != nil {
-			return err
+	case r.Link:
+		fmt.Fprintf(env.stdout, "removed %s from %s (a link to %s, which was left alone)\n", name, dir, r.Target)
+	case r.Model:
+		what := "not pulled"
+		if r.Source != nil {
+			what = fmt.Sprintf("%s at commit %s", r.Source.Repo, hub.ShortCommit(r.Source.Commit))
 		}
-		if err := removeModel(env.stdout, p, name, dir, fi); err != nil {
-			return err
-		}
+		fmt.Fprintf(env.stdout, "removed %s from %s (%s, %s)\n", name, dir, what, hub.FormatBytes(r.Bytes))
 	}
-	n, err := hub.RemovePartial(p)
 	if err != nil {
 		return fmt.Errorf("rm: %w", err)
 	}
-	if n > 0 || fileExists(hub.PartialDir(p)) {
-		fmt.Fprintf(env.stdout, "removed an interrupted pull of %s (%s)\n", name, hub.FormatBytes(n))
-	} else if statErr != nil {
-		return fmt.Errorf("rm: no model %q in %s (\"startlux models\" lists them)", name, dir)
+	if r.Partial {
+		fmt.Fprintf(env.stdout, "removed an interrupted pull of %s (%s)\n", name, hub.FormatBytes(r.PartialBytes))
 	}
 	return nil
 }
 
-// refuseServed refuses to remove the model the daemon serves (when a
-// daemon answers).
+// refuseServed refuses to remove the model at path, called name, when the
+// daemon serves it (and a daemon answers).
 func refuseServed(ctx context.Context, socket, path, name string) error {
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -202,40 +168,9 @@ func refuseServed(ctx context.Context, socket, path, name string) error {
 		return nil // no daemon: nothing serves it
 	}
 	defer c.Close()
-	var st api.Status
-	if err := c.Call(dctx, api.MethodStatus, nil, &st); err != nil {
-		return nil
+	if st, err := c.Status(dctx); err == nil && st.Model.Path != "" && filepath.Clean(st.Model.Path) == filepath.Clean(path) {
+		return fmt.Errorf("the daemon is serving %s: switch to another model first (\"startlux use demo\")", name)
 	}
-	if st.Model.Path != "" && filepath.Clean(st.Model.Path) == filepath.Clean(path) {
-		return fmt.Errorf("rm: the daemon is serving %s: switch to another model first (\"startlux use demo\")", name)
-	}
-	return nil
-}
-
-// removeModel deletes the model at p (fi its Lstat) and says what it
-// removed; a symbolic link is removed, not what it points to.
-func removeModel(w io.Writer, p, name, dir string, fi fs.FileInfo) error {
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		target, _ := os.Readlink(p)
-		if err := os.Remove(p); err != nil {
-			return fmt.Errorf("rm: %w", err)
-		}
-		fmt.Fprintf(w, "removed %s from %s (a link to %s, which was left alone)\n", name, dir, target)
-		return nil
-	}
-	if !fi.IsDir() || !(fileExists(filepath.Join(p, "config.json")) || fileExists(filepath.Join(p, "decision_config.json")) ||
-		fileExists(filepath.Join(p, hub.SourceFile))) {
-		return fmt.Errorf("rm: %s does not look like a model (no config.json, decision_config.json or %s); it was left alone", p, hub.SourceFile)
-	}
-	what := "not pulled"
-	if src, err := hub.ReadSource(p); err == nil {
-		what = fmt.Sprintf("%s at commit %s", src.Repo, hub.ShortCommit(src.Commit))
-	}
-	size := hub.TreeSize(os.DirFS(p))
-	if err := os.RemoveAll(p); err != nil {
-		return fmt.Errorf("rm: %w", err)
-	}
-	fmt.Fprintf(w, "removed %s from %s (%s, %s)\n", name, dir, what, hub.FormatBytes(size))
 	return nil
 }
 

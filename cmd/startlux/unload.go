@@ -25,8 +25,8 @@ func runUnload(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("unload: %w", err)
 	}
 	defer c.Close()
-	var st api.Status
-	if err := c.Call(ctx, api.MethodUnload, nil, &st); err != nil {
+	st, err := c.Unload(ctx)
+	if err != nil {
 		return fmt.Errorf("unload: %w", err)
 	}
 	if st.State != api.StateUnloaded {

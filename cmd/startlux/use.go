@@ -4,12 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"path/filepath"
-	"strings"
-	"time"
 
 	"github.com/startlux/startlux/api"
-	"github.com/startlux/startlux/decide"
+	"github.com/startlux/startlux/daemon"
 )
 
 // runUse is "startlux use NAME|DIR": switch the daemon's model. The old
@@ -34,16 +31,11 @@ func runUse(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("use: want exactly one model, got %d arguments", fs.NArg())
 	}
 	model := fs.Arg(0)
-	if strings.ContainsRune(model, filepath.Separator) || model == "." {
-		// The daemon runs elsewhere: send an absolute path.
-		abs, err := filepath.Abs(model)
-		if err != nil {
-			return fmt.Errorf("use: %w", err)
-		}
-		if err := decide.CheckCheckpoint(abs); err != nil {
-			return fmt.Errorf("use: %w", err)
-		}
-		model = abs
+	// The daemon runs elsewhere: send a path as an absolute one.
+	if dir, ok, err := daemon.CheckpointPath(model); err != nil {
+		return fmt.Errorf("use: %w", err)
+	} else if ok {
+		model = dir
 	}
 	c, err := dialDaemon(ctx, *socket)
 	if err != nil {
@@ -51,34 +43,12 @@ func runUse(ctx context.Context, env *cmdEnv, args []string) error {
 	}
 	defer c.Close()
 
-	stop := make(chan struct{})
-	watched := make(chan struct{})
+	var progress func(api.LoadProgress)
 	if isTerminal(env.stderr) {
-		go func() {
-			defer close(watched)
-			pr := newProgressPrinter(env.stderr)
-			tick := time.NewTicker(200 * time.Millisecond)
-			defer tick.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-tick.C:
-				}
-				var st api.Status
-				if err := c.Call(ctx, api.MethodStatus, nil, &st); err == nil && st.Progress != nil {
-					pr.show(*st.Progress)
-				}
-			}
-		}()
-	} else {
-		close(watched)
+		progress = newProgressPrinter(env.stderr).show
 	}
-	var st api.Status
 	params.Model = model
-	err = c.Call(ctx, api.MethodLoad, params, &st)
-	close(stop)
-	<-watched
+	st, err := c.Load(ctx, params, progress)
 	if isTerminal(env.stderr) {
 		fmt.Fprint(env.stderr, "\r\033[K")
 	}

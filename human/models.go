@@ -1,4 +1,4 @@
-package main
+package human
 
 import (
 	"fmt"
@@ -6,14 +6,23 @@ import (
 	"text/tabwriter"
 
 	"github.com/startlux/startlux/api"
-	"github.com/startlux/startlux/hub"
 )
 
-// printModels writes the models listing as a table: where each model came
-// from, its size, how its weights are stored and whether it can be loaded
-// and is calibrated; the current one is marked with '*'.
-func printModels(stdout, stderr io.Writer, dir string, list []api.ModelEntry) error {
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+// Commit abbreviates a commit id to 12 digits, as listings and pulls show
+// it.
+func Commit(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}
+
+// Models writes a models listing (the models method's, or
+// daemon.ListModels') as the table "startlux models" prints: where each
+// model came from, its size, how its weights are stored and whether it can
+// be loaded and is calibrated; the current one is marked with '*'.
+func Models(w io.Writer, list []api.ModelEntry) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  NAME\tSOURCE\tREVISION\tSIZE\tWEIGHTS\tSTATUS")
 	for _, m := range list {
 		mark := " "
@@ -29,12 +38,12 @@ func printModels(stdout, stderr io.Writer, dir string, list []api.ModelEntry) er
 		default:
 			rev = m.Revision
 			if m.Commit != "" && m.Commit != m.Revision {
-				rev += " (" + hub.ShortCommit(m.Commit) + ")"
+				rev += " (" + Commit(m.Commit) + ")"
 			}
 		}
 		size := "-"
 		if m.Bytes > 0 {
-			size = hub.FormatBytes(m.Bytes)
+			size = Size(m.Bytes)
 		}
 		weights := m.Quant
 		if weights == "" {
@@ -49,11 +58,5 @@ func printModels(stdout, stderr io.Writer, dir string, list []api.ModelEntry) er
 		}
 		fmt.Fprintf(tw, "%s %s\t%s\t%s\t%s\t%s\t%s\n", mark, m.Name, source, rev, size, weights, status)
 	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(list) == 1 {
-		fmt.Fprintf(stderr, "no models in %s yet (\"startlux pull REPO\" downloads one from the Hugging Face Hub)\n", dir)
-	}
-	return nil
+	return tw.Flush()
 }
