@@ -59,6 +59,12 @@ type int8Kernel struct {
 	// j < nr, with a in the kernel's activation form and w int8; k is a
 	// positive multiple of kv.
 	tile func(k int, a []byte, lda int, w []byte, ldw int, c []int32)
+	// panel, where not nil, runs nt tiles side by side, the channels of
+	// tile t at w[t·nr·ldw:], and accumulates in place: for r < mr and
+	// j < nt·nr it sets c[r·ldc + j] to Σ_{i<k} a[r·lda + i]·w[j·ldw + i],
+	// or with add adds that sum to it (wrapping int32). Without it the
+	// driver runs tile and adds in Go.
+	panel func(k int, a []byte, lda int, w []byte, ldw, nt int, c []int32, ldc int, add bool)
 }
 
 // Int8KernelEnv is the environment variable that names the int8 kernel.
@@ -244,37 +250,45 @@ func (p *int8Problem) padWeight(buf []byte) []byte {
 // block computes the int32 products of rows [m0, m1) and channels
 // [c0, c1) into tk.acc, row-major with c1−c0 columns, corrected for the
 // activation offset, and returns them.
+//
+// It accumulates whole tiles: tk.acc holds rows rounded up to mr and
+// ldc = c1−c0 rounded up to nr columns (the padding rows meet zero
+// activations, the padding channels zero weights), and is compacted to
+// c1−c0 columns at the end where ldc differs.
 func (p *int8Problem) block(tk *int8Task, m0, m1, c0, c1 int) []int32 {
 	k := p.k
 	nc := c1 - c0
-	tk.acc = growI(tk.acc, (m1-m0)*nc)
-	tk.t = growI(tk.t, k.mr*k.nr)
-	acc, t := tk.acc, tk.t
+	ldc := roundUp(nc, k.nr)
+	tk.acc = growI(tk.acc, roundUp(m1-m0, k.mr)*ldc)
+	acc := tk.acc
+	// Channel tiles [c0, cw) read the weight in place (or its padded
+	// copy, which has rows up to a multiple of nr); a last partial tile
+	// at cw reads p.tail.
+	cw := c1
+	if p.tail != nil && c1 > p.tail0 {
+		cw = p.tail0
+	}
+	nt := (cw - c0 + k.nr - 1) / k.nr
 	for k0 := 0; k0 < p.kp; k0 += int8KBlock {
 		kc := min(p.kp-k0, int8KBlock)
+		add := k0 > 0
 		for r := m0; r < m1; r += k.mr {
 			a := p.a[r*p.lda+k0:]
-			for j := c0; j < c1; j += k.nr {
-				w, ldw := p.w[j*p.ldw+k0:], p.ldw
-				if p.tail != nil && j == p.tail0 {
-					w = p.tail[k0:]
-				}
-				k.tile(kc, a, p.lda, w, ldw, t)
-				// Keep the valid part of the tile.
-				for tr := range min(k.mr, m1-r) {
-					dst := acc[(r-m0+tr)*nc+j-c0:]
-					src := t[tr*k.nr : tr*k.nr+min(k.nr, c1-j)]
-					if k0 == 0 {
-						copy(dst, src)
-					} else {
-						for q, v := range src {
-							dst[q] += v
-						}
-					}
-				}
+			c := acc[(r-m0)*ldc:]
+			if nt > 0 {
+				k.runPanel(tk, kc, a, p.lda, p.w[c0*p.ldw+k0:], p.ldw, nt, c, ldc, add)
+			}
+			if cw < c1 {
+				k.runPanel(tk, kc, a, p.lda, p.tail[k0:], p.ldw, 1, c[cw-c0:], ldc, add)
 			}
 		}
 	}
+	if ldc != nc {
+		for r := range m1 - m0 {
+			copy(acc[r*nc:(r+1)*nc], acc[r*ldc:r*ldc+nc])
+		}
+	}
+	acc = acc[:(m1-m0)*nc]
 	if k.offset {
 		// Σ (q+128)·w − 128·Σw, in wrapping int32 arithmetic: exact, as
 		// the true sum fits.
@@ -285,7 +299,32 @@ func (p *int8Problem) block(tk *int8Task, m0, m1, c0, c1 int) []int32 {
 			}
 		}
 	}
-	return acc[:(m1-m0)*nc]
+	return acc
+}
+
+// runPanel runs k.panel, or without one k.tile on each of the nt tiles,
+// adding in Go (tk.t holds a tile's sums).
+func (k *int8Kernel) runPanel(tk *int8Task, kc int, a []byte, lda int, w []byte, ldw, nt int, c []int32, ldc int, add bool) {
+	if k.panel != nil {
+		k.panel(kc, a, lda, w, ldw, nt, c, ldc, add)
+		return
+	}
+	tk.t = growI(tk.t, k.mr*k.nr)
+	t := tk.t
+	for jt := range nt {
+		k.tile(kc, a, lda, w[jt*k.nr*ldw:], ldw, t)
+		for tr := range k.mr {
+			dst := c[tr*ldc+jt*k.nr : tr*ldc+(jt+1)*k.nr]
+			src := t[tr*k.nr : (tr+1)*k.nr]
+			if add {
+				for q, v := range src {
+					dst[q] += v
+				}
+			} else {
+				copy(dst, src)
+			}
+		}
+	}
 }
 
 // quantizeRow quantises x into dst[:len(x)] by tensor.QuantizeInt8Vec

@@ -14,7 +14,7 @@ var haveVNNI = cpu.X86.HasAVX512F && cpu.X86.HasAVX512VL && cpu.X86.HasAVX512VNN
 func archInt8Kernels() []int8Kernel {
 	return []int8Kernel{
 		{name: "avx512-vnni", env: "avx512vnni", mr: 4, nr: 6, kv: 64, offset: true, ok: haveVNNI, tile: int8TileVNNI},
-		{name: "avx2", env: "avx2", mr: 3, nr: 3, kv: 32, ok: cpu.X86.HasAVX2, tile: int8TileAVX2},
+		{name: "avx2", env: "avx2", mr: 3, nr: 3, kv: 32, ok: cpu.X86.HasAVX2, tile: int8TileAVX2, panel: int8PanelAVX2},
 	}
 }
 
@@ -24,10 +24,16 @@ func int8TileVNNI(k int, a []byte, lda int, w []byte, ldw int, c []int32) {
 	int8Tile4x6VNNI(k, &a[0], lda, &w[0], ldw, &c[0])
 }
 
-// int8TileAVX2 is the 3×3 avx2 tile (kv 32).
+// int8TileAVX2 is the 3×3 avx2 tile (kv 32): a panel of one tile.
 func int8TileAVX2(k int, a []byte, lda int, w []byte, ldw int, c []int32) {
-	_, _, _ = a[2*lda+k-1], w[2*ldw+k-1], c[8]
-	int8Tile3x3AVX2(k, &a[0], lda, &w[0], ldw, &c[0])
+	int8PanelAVX2(k, a, lda, w, ldw, 1, c, 3, false)
+}
+
+// int8PanelAVX2 runs nt 3×3 avx2 tiles side by side, accumulating in c
+// (see int8Kernel.panel).
+func int8PanelAVX2(k int, a []byte, lda int, w []byte, ldw, nt int, c []int32, ldc int, add bool) {
+	_, _, _ = a[2*lda+k-1], w[(3*nt-1)*ldw+k-1], c[2*ldc+3*nt-1]
+	int8Panel3x3AVX2(k, &a[0], lda, &w[0], ldw, nt, &c[0], ldc, add)
 }
 
 // int8Out is the epilogue: out[j] = (float32(acc[j])·rs)·cs[j].
@@ -76,7 +82,7 @@ func quantizeVec(dst []byte, x []float32, inv float32, xor byte) {
 func int8Tile4x6VNNI(k int, a *byte, lda int, w *byte, ldw int, c *int32)
 
 //go:noescape
-func int8Tile3x3AVX2(k int, a *byte, lda int, w *byte, ldw int, c *int32)
+func int8Panel3x3AVX2(k int, a *byte, lda int, w *byte, ldw, nt int, c *int32, ldc int, add bool)
 
 //go:noescape
 func int8OutAVX2(out *float32, acc *int32, cs *float32, n int, rs float32)

@@ -23,28 +23,45 @@
 	VPMADDWD   Y15, Y14, Y14;   \
 	VPADDD     Y14, acc2, acc2
 
-// Horizontal sums of four 8-lane accumulators a, b, c, d (Y0–Y15) into the
-// four dwords at dst; xa is a's X register, xt a scratch X register.
-#define HSUM4(a, b, c, d, xa, xt, dst) \
-	VPHADDD      b, a, a;    \
-	VPHADDD      d, c, c;    \
-	VPHADDD      c, a, a;    \
-	VEXTRACTI128 $1, a, xt;  \
-	VPADDD       xt, xa, xa; \
-	VMOVDQU      xa, dst
+// ROW3 stores the three dwords of a row of sums, lanes 0–2 of src, at
+// (p); ROW3ADD adds them to the dwords there (xt scratch).
+#define ROW3(src, p) \
+	VMOVQ   src, (p); \
+	VPEXTRD $2, src, 8(p)
 
-// func int8Tile3x3AVX2(k int, a *byte, lda int, w *byte, ldw int, c *int32)
+#define ROW3ADD(src, xt, p) \
+	VMOVQ   (p), xt;           \
+	VPINSRD $2, 8(p), xt, xt;  \
+	VPADDD  xt, src, src;      \
+	VMOVQ   src, (p);          \
+	VPEXTRD $2, src, 8(p)
+
+// func int8Panel3x3AVX2(k int, a *byte, lda int, w *byte, ldw int, nt int, c *int32, ldc int, add bool)
 //
-// c[3r+j] = Σ_{i<k} a[r·lda+i]·w[j·ldw+i] for r, j < 3, a and w int8;
-// k is a positive multiple of 32.
-TEXT ·int8Tile3x3AVX2(SB), NOSPLIT, $0-48
-	MOVQ k+0(FP), CX
-	MOVQ a+8(FP), SI
+// For t < nt, r, j < 3: the sum s = Σ_{i<k} a[r·lda+i]·w[(3t+j)·ldw+i] (a,
+// w int8) is stored at c[r·ldc+3t+j], or with add added to it; k is a
+// positive multiple of 32, nt positive.
+TEXT ·int8Panel3x3AVX2(SB), NOSPLIT, $0-65
+	MOVQ k+0(FP), R11
+	MOVQ a+8(FP), R12
 	MOVQ lda+16(FP), R8
 	MOVQ w+24(FP), DI
 	MOVQ ldw+32(FP), R9
-	MOVQ c+40(FP), DX
-	SHRQ $5, CX
+	MOVQ nt+40(FP), BX
+	MOVQ c+48(FP), DX
+	MOVQ ldc+56(FP), R10
+	MOVBLZX add+64(FP), R13
+	SHLQ $2, R10                // ldc in bytes
+	SHRQ $5, R11                // steps of 32 columns
+	LEAQ (R9)(R9*2), R14        // 3 channels of w
+	MOVQ R11, AX
+	SHLQ $5, AX
+	SUBQ AX, R14                // from the end of a tile to the next one
+	MOVL         $0x00010001, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+
+paneltile:
 	VPXOR Y0, Y0, Y0
 	VPXOR Y1, Y1, Y1
 	VPXOR Y2, Y2, Y2
@@ -54,11 +71,10 @@ TEXT ·int8Tile3x3AVX2(SB), NOSPLIT, $0-48
 	VPXOR Y6, Y6, Y6
 	VPXOR Y7, Y7, Y7
 	VPXOR Y8, Y8, Y8
-	MOVL         $0x00010001, AX
-	VMOVD        AX, X15
-	VPBROADCASTD X15, Y15
+	MOVQ  R12, SI
+	MOVQ  R11, CX
 
-avx2loop:
+panelloop:
 	VMOVDQU (SI), Y9
 	VMOVDQU (SI)(R8*1), Y10
 	VMOVDQU (SI)(R8*2), Y11
@@ -68,15 +84,44 @@ avx2loop:
 	ADDQ $32, SI
 	ADDQ $32, DI
 	DECQ CX
-	JNZ  avx2loop
+	JNZ  panelloop
 
-	HSUM4(Y0, Y1, Y2, Y3, X0, X9, (DX))
-	HSUM4(Y4, Y5, Y6, Y7, X4, X9, 16(DX))
+	// X0 = s00 s01 s02 s10, X4 = s11 s12 s20 s21, X8 = s22.
+	VPHADDD      Y1, Y0, Y0
+	VPHADDD      Y3, Y2, Y2
+	VPHADDD      Y2, Y0, Y0
+	VEXTRACTI128 $1, Y0, X9
+	VPADDD       X9, X0, X0
+	VPHADDD      Y5, Y4, Y4
+	VPHADDD      Y7, Y6, Y6
+	VPHADDD      Y6, Y4, Y4
+	VEXTRACTI128 $1, Y4, X9
+	VPADDD       X9, X4, X4
 	VEXTRACTI128 $1, Y8, X9
 	VPADDD       X9, X8, X8
 	VPHADDD      X8, X8, X8
 	VPHADDD      X8, X8, X8
-	VMOVD        X8, 32(DX)
+	VPALIGNR     $12, X0, X4, X1 // s10 s11 s12 s20
+	VPALIGNR     $8, X4, X8, X2  // s20 s21 s22 s22
+	LEAQ         (DX)(R10*1), SI
+	LEAQ         (SI)(R10*1), AX
+	TESTQ        R13, R13
+	JNZ          paneladd
+	ROW3(X0, DX)
+	ROW3(X1, SI)
+	ROW3(X2, AX)
+	JMP          panelnext
+
+paneladd:
+	ROW3ADD(X0, X9, DX)
+	ROW3ADD(X1, X9, SI)
+	ROW3ADD(X2, X9, AX)
+
+panelnext:
+	ADDQ R14, DI
+	ADDQ $12, DX
+	DECQ BX
+	JNZ  paneltile
 	VZEROUPPER
 	RET
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -464,6 +465,119 @@ func TestInt8OffsetDriver(t *testing.T) {
 	for i, v := range download(t, b, out) {
 		if math.Float32bits(v) != math.Float32bits(want[i]) {
 			t.Fatalf("MatMul with the offset kernel: out[%d] = %g, reference %g", i, v, want[i])
+		}
+	}
+}
+
+// TestInt8Panel holds every kernel's panel (its own, or its tile with the
+// sums added in Go) to the plain loop: nt tiles side by side, stored or
+// added in place (wrapping int32), with row strides beyond the panel whose
+// extra columns it must leave alone.
+func TestInt8Panel(t *testing.T) {
+	rng := newRNG(t)
+	for _, k0 := range int8KernelsHere(t) {
+		for _, own := range []bool{true, false} {
+			k := *k0
+			if !own {
+				if k.panel == nil {
+					continue
+				}
+				k.panel = nil
+			}
+			for range 40 {
+				nt := 1 + rng.IntN(12)
+				kc := k.kv * (1 + rng.IntN(2048/k.kv))
+				lda, ldw, ldc := kc+rng.IntN(100), kc+rng.IntN(100), nt*k.nr+rng.IntN(6)
+				x := int8Values(rng, k.mr*lda, -127, 127)
+				wq := int8Values(rng, nt*k.nr*ldw, -128, 127)
+				a := make([]byte, len(x))
+				for i, v := range x {
+					a[i] = byte(v)
+					if k.offset {
+						a[i] ^= 0x80
+					}
+				}
+				w := make([]byte, len(wq))
+				for i, v := range wq {
+					w[i] = byte(v)
+				}
+				add := rng.IntN(2) == 0
+				c := make([]int32, k.mr*ldc)
+				for i := range c {
+					c[i] = int32(rng.Uint32())
+				}
+				old := slices.Clone(c)
+				k.runPanel(&int8Task{}, kc, a, lda, w, ldw, nt, c, ldc, add)
+				what := fmt.Sprintf("%s (own panel %v) nt %d k %d ldc %d add %v", k.name, own, nt, kc, ldc, add)
+				for r := range k.mr {
+					for j := range ldc {
+						want := old[r*ldc+j]
+						if j < nt*k.nr {
+							var s int32
+							for i := range kc {
+								xi := int32(a[r*lda+i])
+								if !k.offset {
+									xi = int32(int8(a[r*lda+i]))
+								}
+								s += xi * int32(wq[j*ldw+i])
+							}
+							if add {
+								want += s
+							} else {
+								want = s
+							}
+						}
+						if c[r*ldc+j] != want {
+							t.Fatalf("%s: c[%d, %d] = %d, want %d", what, r, j, c[r*ldc+j], want)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestInt8Blocks runs the driver block by block as MatMul does (blocks of
+// int8RowBlock rows and int8ChanBlock channels) on shapes where blocks end
+// inside a tile: rows and channels past a block size with partial tiles, a
+// padded weight (in-features not a multiple of kv) and a tail tile, K past
+// one K block.
+func TestInt8Blocks(t *testing.T) {
+	rng := newRNG(t)
+	shapes := [][3]int{
+		{int8RowBlock + 5, 2*int8ChanBlock + 7, 100},
+		{2*int8RowBlock + 1, int8ChanBlock + 2, int8KBlock + 64},
+		{int8RowBlock - 1, 2*int8ChanBlock - 1, 2*int8KBlock + 7},
+		{4, int8ChanBlock + 1, 3*int8KBlock + 32},
+	}
+	for _, k := range int8KernelsHere(t) {
+		for _, sh := range shapes {
+			rows, o, n := sh[0], sh[1], sh[2]
+			x := int8Values(rng, rows*n, -127, 127)
+			wq := int8Values(rng, o*n, -128, 127)
+			w := tensor.Int8FromValues("w", o, n, wq, make([]float32, o))
+			var s int8Scratch
+			p := s.problem(k, rows, w)
+			for r := range rows {
+				for i := range n {
+					p.a[r*p.lda+i] = byte(x[r*n+i])
+					if k.offset {
+						p.a[r*p.lda+i] ^= 0x80
+					}
+				}
+			}
+			got := make([]int32, rows*o)
+			tk := &int8Task{}
+			for m0 := 0; m0 < rows; m0 += int8RowBlock {
+				for c0 := 0; c0 < o; c0 += int8ChanBlock {
+					m1, c1 := min(rows, m0+int8RowBlock), min(o, c0+int8ChanBlock)
+					acc := p.block(tk, m0, m1, c0, c1)
+					for r := m0; r < m1; r++ {
+						copy(got[r*o+c0:r*o+c1], acc[(r-m0)*(c1-c0):(r-m0+1)*(c1-c0)])
+					}
+				}
+			}
+			checkAcc(t, fmt.Sprintf("%s blocks %dx%dx%d", k.name, rows, o, n), got, refAcc(x, wq, rows, o, n))
 		}
 	}
 }
