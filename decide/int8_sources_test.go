@@ -16,9 +16,9 @@ import (
 // roundingBackend runs a float engine's products by the projections whose
 // names match only (and not skip) with the weight rounded to int8 per
 // channel (w8, dequantised), the activation rows rounded to int8 per row
-// (a8, dequantised), or both: the two halves of the int8 error apart. The
-// products themselves stay float (BLAS), so "both" is the int8 path to
-// float32 rounding, not bit for bit.
+// (a8, dequantised), or both (the reference int8 product,
+// tensor.Int8MatMul, as an int8 load runs it): the two halves of the int8
+// error apart. With one of them the product stays float.
 type roundingBackend struct {
 	tensor.Backend
 	only, skip *regexp.Regexp
@@ -37,6 +37,25 @@ func (b *roundingBackend) MatMul(out, x tensor.Tensor, w *tensor.Weight, rows in
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.w8 && b.a8 {
+		q, ok := b.rounded[w]
+		if !ok {
+			var err error
+			if q, err = tensor.QuantizeInt8(w); err != nil {
+				panic(err)
+			}
+			b.rounded[w] = q
+		}
+		n := w.Cols()
+		xs := make([]float32, rows*n)
+		if err := b.Backend.Read(context.Background(), x, 0, xs); err != nil {
+			panic(err)
+		}
+		res := make([]float32, rows*w.Rows())
+		tensor.Int8MatMul(res, xs, q, rows)
+		b.Backend.Write(out, 0, res)
+		return
+	}
 	src := w
 	if b.w8 {
 		r, ok := b.rounded[w]

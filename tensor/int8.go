@@ -37,7 +37,10 @@ import (
 // truncation.
 //
 // A weight [O, I] is quantised per output channel (row o gives Scales[o]);
-// a non-finite weight is an error at conversion. Activations [R, I] are
+// a non-finite weight is an error at conversion. A conversion may choose a
+// channel's scale and values otherwise (QuantizeInt8Clip clips the range;
+// a model may round with error compensation): any q in [−127, 127] with a
+// finite scale ≥ 0 is a valid weight, and the product below holds for it. Activations [R, I] are
 // quantised per row at run time (row r gives rowScale[r]); a row with a NaN
 // or infinity gets rowScale NaN and q = 0, so its outputs are NaN rather
 // than silently finite.

@@ -401,12 +401,19 @@ func TestInt8MatMul(t *testing.T) {
 func BenchmarkQuantizeInt8(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	w := FromFloat32("qkv", BF16, []int{6144, 1024}, randVec32(rng, 6144*1024, 0.03))
-	for b.Loop() {
-		if _, err := QuantizeInt8(w); err != nil {
-			b.Fatal(err)
-		}
+	for _, c := range []struct {
+		name string
+		conv func(*Weight, []float32) (*Weight, error)
+	}{{"absmax", QuantizeInt8Cols}, {"clip", QuantizeInt8ColsClip}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := c.conv(w, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(w.Elems())*float64(b.N)/b.Elapsed().Seconds()/1e6, "Melem/s")
+		})
 	}
-	b.ReportMetric(float64(w.Elems())*float64(b.N)/b.Elapsed().Seconds()/1e6, "Melem/s")
 }
 
 // TestQuantizeInt8Clip holds the clipped quantiser to a brute-force search
