@@ -23,7 +23,8 @@ import (
 type Int8Options struct {
 	// Calibration holds token rows run once, one at a time, through the
 	// float model before conversion, to collect each projection's largest
-	// input magnitude per channel for Smooth. It is only read with Smooth.
+	// input magnitude per channel for Smooth (and their Gram matrices for
+	// GPTQ). It is only read with Smooth or GPTQ.
 	Calibration [][]int32
 	// Smooth, when in (0, 1], is SmoothQuant's migration strength α: each
 	// input channel j of a projection is divided by
