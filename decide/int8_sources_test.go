@@ -2,7 +2,6 @@ package decide
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"regexp"
 	"slices"
@@ -106,21 +105,7 @@ func runRounded(t *testing.T, reqs []*Request, only, skip string, w8, a8 bool) i
 		t.Fatal(err)
 	}
 	defer e.Close()
-	run := int8Run{logits: map[string][]float32{}}
-	var mu sync.Mutex
-	jevfmtOf(e).trace = func(r *Request, q *Question, ids []int32, z []float32) {
-		mu.Lock()
-		run.logits[fmt.Sprint(ids)] = append([]float32(nil), z...)
-		mu.Unlock()
-	}
-	resps, errs := e.DecideBatch(context.Background(), reqs)
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("request %d: %v", i, err)
-		}
-	}
-	run.resps = resps
-	return run
+	return answerAll(t, e, reqs)
 }
 
 // TestInt8Sources attributes the demo model's int8 error on the golden

@@ -31,6 +31,13 @@ func runInt8(t *testing.T, reqs []*Request, opts Options) int8Run {
 	if got, want := e.Info().Int8 != "", opts.Int8; got != want {
 		t.Fatalf("Info().Int8 = %q with Options.Int8 %v", e.Info().Int8, want)
 	}
+	defer e.Close()
+	return answerAll(t, e, reqs)
+}
+
+// answerAll answers reqs with e, keeping the letter logits of every row.
+func answerAll(t *testing.T, e *Engine, reqs []*Request) int8Run {
+	t.Helper()
 	run := int8Run{logits: map[string][]float32{}}
 	var mu sync.Mutex
 	jevfmtOf(e).trace = func(r *Request, q *Question, ids []int32, z []float32) {
@@ -45,7 +52,6 @@ func runInt8(t *testing.T, reqs []*Request, opts Options) int8Run {
 		}
 	}
 	run.resps = resps
-	e.Close()
 	return run
 }
 
