@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/human"
 	"github.com/startlux/startlux/internal/settings"
 	"github.com/startlux/startlux/internal/testenv"
 	"github.com/startlux/startlux/ipc"
@@ -133,7 +134,7 @@ func TestControllerWithRealDaemon(t *testing.T) {
 		"Model: " + name,
 		"Backend: " + st.Status.Model.Backend,
 		"int8: off",
-		"Prefix cache: " + FormatBytes(st.Status.SnapshotBytes) + " / " + FormatBytes(st.Status.SnapshotLimit),
+		"Prefix cache: " + human.Bytes(st.Status.SnapshotBytes) + " / " + human.Bytes(st.Status.SnapshotLimit),
 		"✓ demo",
 		"  other",
 	} {
@@ -156,7 +157,7 @@ func TestControllerWithRealDaemon(t *testing.T) {
 		t.Fatalf("decide: %v", err)
 	}
 	st, txt = waitFor("cache grew", func(s MenuState, _ string) bool { return s.Status.SnapshotBytes != before })
-	if !strings.Contains(txt, "Prefix cache: "+FormatBytes(st.Status.SnapshotBytes)+" / ") {
+	if !strings.Contains(txt, "Prefix cache: "+human.Bytes(st.Status.SnapshotBytes)+" / ") {
 		t.Errorf("menu does not show the new cache size %d:\n%s", st.Status.SnapshotBytes, txt)
 	}
 	if st.Status.RequestsServed == 0 || !strings.Contains(txt, "Requests: ") {
@@ -180,8 +181,8 @@ func TestControllerWithRealDaemon(t *testing.T) {
 		t.Errorf("memory status %+v", m)
 	}
 	for _, want := range []string{
-		"Memory: " + FormatBytes(m.Resident) + " resident",
-		"Scratch: " + FormatBytes(m.Scratch) + " / " + FormatBytes(m.ScratchLimit),
+		"Memory: " + human.Bytes(m.Resident) + " resident",
+		"Scratch: " + human.Bytes(m.Scratch) + " / " + human.Bytes(m.ScratchLimit),
 		"✓ After 30 Minutes", // the default
 	} {
 		if !strings.Contains(txt, want) {
@@ -206,7 +207,7 @@ func TestControllerWithRealDaemon(t *testing.T) {
 		t.Fatalf("unload: %v", err)
 	}
 	st, txt = waitFor("unloaded", func(s MenuState, _ string) bool { return s.Status.State == api.StateUnloaded })
-	if !strings.Contains(txt, "Model other unloaded (idle since ") || !strings.Contains(txt, "Memory: "+FormatBytes(st.Status.Memory.Resident)+" resident") {
+	if !strings.Contains(txt, "Model other unloaded (idle since ") || !strings.Contains(txt, "Memory: "+human.Bytes(st.Status.Memory.Resident)+" resident") {
 		t.Errorf("menu of an unloaded daemon:\n%s", txt)
 	}
 	if it, ok := c.Menu().Find(ActionUnload); !ok || it.Enabled {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/startlux/startlux/api"
+	"github.com/startlux/startlux/human"
 )
 
 // Item is one entry of the tray menu. Views render it; they never decide
@@ -130,7 +131,7 @@ func BuildMenu(s MenuState) Menu {
 		if p := st.Progress; p != nil && p.Phase == api.PhasePulling {
 			line = pullLine(p)
 		} else if p != nil && p.Total > 0 && st.State == api.StateLoading {
-			line += fmt.Sprintf(" %d%%", p.Done*100/p.Total)
+			line += fmt.Sprintf(" %d%%", human.Percent(p.Done, p.Total))
 		}
 		info("%s", line)
 		tooltip = "StartLux: " + strings.ToLower(what)
@@ -147,7 +148,7 @@ func BuildMenu(s MenuState) Menu {
 		}
 		info("%s", line)
 		info("The next decision loads it again")
-		info("Memory: %s resident", FormatBytes(st.Memory.Resident))
+		info("Memory: %s resident", human.Bytes(st.Memory.Resident))
 		tooltip = "StartLux: model unloaded"
 	default:
 		tooltip = fmt.Sprintf("StartLux: %s", modelLabel(st))
@@ -169,13 +170,9 @@ func BuildMenu(s MenuState) Menu {
 		} else if p := st.Progress; p != nil && s.Switching == "" {
 			// A switch asked for elsewhere (startlux use): the old model
 			// serves while the new one loads.
-			name := p.Model
-			if name == "" {
-				name = "the demo model" // the embedded checkpoint has no path
-			}
-			line := fmt.Sprintf("Loading %s…", name)
+			line := fmt.Sprintf("Loading %s…", human.ModelLabel(p.Model))
 			if p.Total > 0 && p.Phase != api.StateWarming {
-				line += fmt.Sprintf(" %d%%", p.Done*100/p.Total)
+				line += fmt.Sprintf(" %d%%", human.Percent(p.Done, p.Total))
 			}
 			info("%s", line)
 		}
@@ -188,17 +185,17 @@ func BuildMenu(s MenuState) Menu {
 		info("int8: %s", st.Model.Int8Summary())
 		m := st.Memory
 		if m.Weights > 0 {
-			info("Weights: %s", FormatBytes(m.Weights))
+			info("Weights: %s", human.Bytes(m.Weights))
 		}
-		info("Memory: %s resident", FormatBytes(m.Resident))
-		info("Prefix cache: %s / %s", FormatBytes(m.Cache), FormatBytes(m.CacheLimit))
-		info("Scratch: %s / %s", FormatBytes(m.Scratch), FormatBytes(m.ScratchLimit))
+		info("Memory: %s resident", human.Bytes(m.Resident))
+		info("Prefix cache: %s / %s", human.Bytes(m.Cache), human.Bytes(m.CacheLimit))
+		info("Scratch: %s / %s", human.Bytes(m.Scratch), human.Bytes(m.ScratchLimit))
 		if m.Warning != "" {
 			info("⚠ %s", truncate(m.Warning, 80))
 		}
 		line := fmt.Sprintf("Requests: %d", st.RequestsServed)
 		if st.RequestsServed > 0 {
-			line += fmt.Sprintf(" · p50 %s", formatMS(st.LatencyP50MS))
+			line += fmt.Sprintf(" · p50 %s", human.MS(st.LatencyP50MS))
 		}
 		info("%s", line)
 	}
@@ -281,13 +278,6 @@ func orDash(s string) string {
 	return s
 }
 
-func formatMS(ms float64) string {
-	if ms < 10 {
-		return fmt.Sprintf("%.1f ms", ms)
-	}
-	return fmt.Sprintf("%.0f ms", ms)
-}
-
 func truncate(s string, n int) string {
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
@@ -351,10 +341,10 @@ func (m Menu) Text() string {
 func pullLine(p *api.LoadProgress) string {
 	line := fmt.Sprintf("Downloading %s…", p.Repo)
 	if p.Total > 0 {
-		line += fmt.Sprintf(" %d%% of %s", p.Done*100/p.Total, FormatBytes(p.Total))
+		line += fmt.Sprintf(" %d%% of %s", human.Percent(p.Done, p.Total), human.Bytes(p.Total))
 	}
 	if p.Rate > 0 {
-		line += fmt.Sprintf(" · %s/s", FormatBytes(int64(p.Rate)))
+		line += fmt.Sprintf(" · %s/s", human.Bytes(int64(p.Rate)))
 	}
 	return line
 }

@@ -2,58 +2,12 @@ package app
 
 import (
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/startlux/startlux/api"
 )
-
-func TestFormatBytes(t *testing.T) {
-	tests := []struct {
-		n    int64
-		want string
-	}{
-		{0, "0 B"},
-		{1023, "1023 B"},
-		{1024, "1.0 KiB"},
-		{1536, "1.5 KiB"},
-		{10*1024 - 1, "10 KiB"}, // 9.999 KiB rounds up past one decimal
-		{10 * 1024, "10 KiB"},
-		{512 << 20, "512 MiB"},
-		{1023*1024*1024 + 1023*1024, "1.0 GiB"}, // 1023.999 MiB
-		{3 << 30, "3.0 GiB"},
-		{-2048, "-2.0 KiB"},
-	}
-	for _, tt := range tests {
-		if got := FormatBytes(tt.n); got != tt.want {
-			t.Errorf("FormatBytes(%d) = %q, want %q", tt.n, got, tt.want)
-		}
-	}
-}
-
-// TestFormatBytesMatchesValue checks, over many sizes, that the printed
-// number times its unit is within rounding of the byte count.
-func TestFormatBytesMatchesValue(t *testing.T) {
-	units := map[string]float64{"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
-	for n := int64(1); n < 1<<42; n = n*7/3 + 1 {
-		s := FormatBytes(n)
-		var v float64
-		var unit string
-		if _, err := fmt.Sscanf(s, "%g %s", &v, &unit); err != nil {
-			t.Fatalf("FormatBytes(%d) = %q: %v", n, s, err)
-		}
-		got := v * units[unit]
-		step := units[unit] // integer display
-		if strings.Contains(s, ".") {
-			step /= 10
-		}
-		if d := got - float64(n); d > step/2+0.5 || d < -step/2-0.5 {
-			t.Errorf("FormatBytes(%d) = %q reads as %.0f", n, s, got)
-		}
-	}
-}
 
 func TestBuildMenu(t *testing.T) {
 	ready := api.Status{

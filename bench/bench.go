@@ -5,7 +5,8 @@
 // (the daemon over its socket against the engine in-process) and tokenize.
 // Each is a function that takes its options and returns a report, which
 // prints as the command shows it; All lists them with their command-line
-// flags. Figures are ratios measured in the same run (docs/benchmarks.md).
+// flags, and Main runs them from the command's arguments. Figures are
+// ratios measured in the same run (docs/benchmarks.md).
 package bench
 
 import (

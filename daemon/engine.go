@@ -175,6 +175,39 @@ func OpenEngine(dir string, be tensor.Backend, opts decide.Options) (*decide.Eng
 	return decide.Open(dir, be, opts)
 }
 
+// OpenModel opens the decision engine of the checkpoint a model argument
+// names on be: a name in the models folder, [api.DemoName] or "" for the
+// embedded demo, or a directory ([ResolveModel] says which). It is what
+// startlux decide, eval and calibrate run in-process.
+func OpenModel(model string, be tensor.Backend, opts decide.Options) (*decide.Engine, error) {
+	dir := ""
+	if model != "" && model != api.DemoName {
+		modelsDir, err := api.ModelsDir()
+		if err != nil {
+			return nil, err
+		}
+		if dir, err = ResolveModel(model, modelsDir); err != nil {
+			return nil, err
+		}
+	}
+	return OpenEngine(dir, be, opts)
+}
+
+// DecideDocument answers a decision document on e in-process
+// ([decide.Engine.DecideDocument]) with the responses as they travel
+// ([WireResponse]): what the daemon would answer, nil where errs holds the
+// request's error.
+func DecideDocument(ctx context.Context, e *decide.Engine, d *decide.Document) ([]*api.Response, []error) {
+	resps, errs := e.DecideDocument(ctx, d)
+	wire := make([]*api.Response, len(resps))
+	for i, r := range resps {
+		if r != nil {
+			wire[i] = WireResponse(r)
+		}
+	}
+	return wire, errs
+}
+
 // openEngine opens the checkpoint in dir ("" for the embedded demo) on be
 // with the loader's options, with int8 projections when useInt8 is set.
 func (l *decideLoader) openEngine(dir string, be tensor.Backend, useInt8 bool, progress func(done, total int64)) (*decide.Engine, error) {

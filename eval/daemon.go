@@ -17,17 +17,17 @@ type Daemon struct {
 	Client *ipc.Client
 }
 
-// DecideBatch asks the daemon; a failed call fails every request.
+// DecideBatch asks the daemon; a failed call (or an answer that cannot be
+// read) fails every request.
 func (d Daemon) DecideBatch(ctx context.Context, reqs []*decide.Request) ([]*decide.Response, []error) {
 	resps := make([]*decide.Response, len(reqs))
 	errs := make([]error, len(reqs))
 	params := struct {
 		Requests []*decide.Request `msgpack:"requests"`
 	}{reqs}
-	var res api.BatchResult
-	err := d.Client.Call(ctx, api.MethodDecideBatch, params, &res)
-	if err == nil && len(res.Responses) != len(reqs) {
-		err = fmt.Errorf("the daemon answered %d of %d requests", len(res.Responses), len(reqs))
+	wire, werrs, err := d.Client.DecideBatch(ctx, params)
+	if err == nil && len(wire) != len(reqs) {
+		err = fmt.Errorf("the daemon answered %d of %d requests", len(wire), len(reqs))
 	}
 	if err != nil {
 		for i := range errs {
@@ -35,17 +35,13 @@ func (d Daemon) DecideBatch(ctx context.Context, reqs []*decide.Request) ([]*dec
 		}
 		return resps, errs
 	}
-	for i, raw := range res.Responses {
-		var resp api.Response
+	for i, w := range wire {
 		var perr *api.Error
-		if err := ipc.DecodeBatchItem(raw, &resp); errors.As(err, &perr) {
+		if errors.As(werrs[i], &perr) {
 			errs[i] = errors.New(perr.Message)
 			continue
-		} else if err != nil {
-			errs[i] = fmt.Errorf("response %d: %w", i, err)
-			continue
 		}
-		resps[i] = fromWire(&resp)
+		resps[i] = fromWire(w)
 	}
 	return resps, errs
 }

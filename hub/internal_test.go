@@ -162,12 +162,3 @@ func TestParseContentRange(t *testing.T) {
 		}
 	}
 }
-
-func TestFormatBytes(t *testing.T) {
-	for n, want := range map[int64]string{0: "0 B", 999: "999 B", 1000: "1.00 kB", 1076: "1.08 kB", 264_703: "265 kB",
-		23_149_000: "23.1 MB", 812_000_000: "812 MB", 999_600_000: "1.00 GB", 1_750_000_000: "1.75 GB", 64 << 20: "67.1 MB"} {
-		if got := FormatBytes(n); got != want {
-			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
-		}
-	}
-}

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/startlux/startlux/human"
 )
 
 // PullOptions tune a download.
@@ -520,22 +522,5 @@ func syncDir(dir string) {
 
 // FormatBytes writes n for people with three significant digits in
 // decimal units, as the Hub's pages show sizes: "999 B", "1.08 kB",
-// "23.1 MB", "812 MB", "1.75 GB".
-func FormatBytes(n int64) string {
-	if n < 1000 {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	v, unit := float64(n), 0
-	for v >= 999.5 && unit < 5 {
-		v /= 1000
-		unit++
-	}
-	prec := 0
-	switch {
-	case v < 9.995:
-		prec = 2
-	case v < 99.95:
-		prec = 1
-	}
-	return strconv.FormatFloat(v, 'f', prec, 64) + " " + string(" kMGTP"[unit]) + "B"
-}
+// "23.1 MB", "812 MB", "1.75 GB" ([human.Size]).
+func FormatBytes(n int64) string { return human.Size(n) }

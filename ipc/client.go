@@ -248,3 +248,39 @@ func DecodeBatchItem(item msgpack.RawMessage, resp *api.Response) error {
 	}
 	return nil
 }
+
+// Decide calls decide with params (one request, encoded as Call encodes
+// params) and returns the daemon's response.
+func (cl *Client) Decide(ctx context.Context, params any) (*api.Response, error) {
+	var resp api.Response
+	if err := cl.Call(ctx, api.MethodDecide, params, &resp); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// DecideBatch calls decide_batch with params (an array of requests, or
+// {"requests": [...]}, encoded as Call encodes params) and decodes its
+// items: resps[i] is the response to request i, or nil where the daemon
+// refused it, errs[i] being then its [*api.Error]. err is set, and the
+// slices nil, when the call fails or an item cannot be decoded.
+func (cl *Client) DecideBatch(ctx context.Context, params any) (resps []*api.Response, errs []error, err error) {
+	var res api.BatchResult
+	if err := cl.Call(ctx, api.MethodDecideBatch, params, &res); err != nil {
+		return nil, nil, err
+	}
+	resps = make([]*api.Response, len(res.Responses))
+	errs = make([]error, len(res.Responses))
+	for i, raw := range res.Responses {
+		var resp api.Response
+		var perr *api.Error
+		if err := DecodeBatchItem(raw, &resp); errors.As(err, &perr) {
+			errs[i] = perr
+		} else if err != nil {
+			return nil, nil, fmt.Errorf("response %d: %w", i, err)
+		} else {
+			resps[i] = &resp
+		}
+	}
+	return resps, errs, nil
+}

@@ -2,122 +2,12 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
-	"os"
-	"runtime/pprof"
-	"strings"
 
-	"github.com/startlux/startlux/backends"
 	"github.com/startlux/startlux/bench"
-	"github.com/startlux/startlux/tensor"
 )
 
-// runBench is "startlux bench": it runs the benchmarks of package bench
-// from their flags and prints their reports.
+// runBench is "startlux bench": bench.Main runs the benchmarks from their
+// flags and prints their reports.
 func runBench(ctx context.Context, env *cmdEnv, args []string) error {
-	if profile, rest, ok := cpuProfileArg(args); ok {
-		if profile == "" {
-			return errors.New("bench: --cpuprofile needs a file name")
-		}
-		f, err := os.Create(profile)
-		if err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return fmt.Errorf("bench: cpu profile: %w", err)
-		}
-		defer func() {
-			pprof.StopCPUProfile()
-			if err := f.Close(); err != nil {
-				fmt.Fprintf(env.stderr, "bench: cpu profile: %v\n", err)
-			}
-		}()
-		args = rest
-	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprintln(env.stderr, "usage: startlux bench [--cpuprofile FILE] <benchmark|all> [flags]\n\nbenchmarks:")
-		for _, b := range bench.All() {
-			fmt.Fprintf(env.stderr, "  %-9s %s\n", b.Name, b.Summary)
-		}
-		if len(args) == 0 {
-			return errors.New("bench: no benchmark named")
-		}
-		return flag.ErrHelp
-	}
-	if args[0] == "all" {
-		if len(args) > 1 {
-			if args[1] == "-h" || args[1] == "--help" || args[1] == "-help" {
-				fmt.Fprintln(env.stderr, "usage: startlux bench [--cpuprofile FILE] all\n\nruns every benchmark with its default flags, one after the other")
-				return flag.ErrHelp
-			}
-			return fmt.Errorf("bench all: takes no flags (got %q); run one benchmark to set its flags", args[1])
-		}
-		for _, b := range bench.All() {
-			fmt.Fprintf(env.stdout, "== bench %s\n", b.Name)
-			if err := runBenchmark(ctx, env, b, nil); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	for _, b := range bench.All() {
-		if b.Name == args[0] {
-			return runBenchmark(ctx, env, b, args[1:])
-		}
-	}
-	return fmt.Errorf("bench: unknown benchmark %q", args[0])
-}
-
-// runBenchmark parses b's flags (and --backend, where it takes one) from
-// args, runs it and prints its report, also when the run returns an error
-// about its results.
-func runBenchmark(ctx context.Context, env *cmdEnv, b bench.Benchmark, args []string) error {
-	fs := flag.NewFlagSet("bench "+b.Name, flag.ContinueOnError)
-	fs.SetOutput(env.stderr)
-	run := b.Flags(fs)
-	backend := new(string)
-	if b.UsesBackend {
-		backend = backendFlag(fs)
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() != 0 {
-		return fmt.Errorf("bench %s: unexpected argument %q", b.Name, fs.Arg(0))
-	}
-	r, err := run(ctx, bench.Env{Log: env.stderr, Open: func(threads int) (tensor.Backend, error) {
-		return backends.Open(*backend, threads)
-	}})
-	if r != nil {
-		if perr := r.Print(env.stdout); perr != nil && err == nil {
-			err = perr
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("bench %s: %w", b.Name, err)
-	}
-	return nil
-}
-
-// cpuProfileArg reads a leading --cpuprofile FILE (or -cpuprofile, or
-// with =FILE) off args: the file ("" when missing), the rest, and whether
-// the flag was there.
-func cpuProfileArg(args []string) (file string, rest []string, ok bool) {
-	if len(args) == 0 {
-		return "", args, false
-	}
-	name, val, hasVal := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
-	if name != "cpuprofile" || !strings.HasPrefix(args[0], "-") {
-		return "", args, false
-	}
-	if hasVal {
-		return val, args[1:], true
-	}
-	if len(args) < 2 {
-		return "", nil, true
-	}
-	return args[1], args[2:], true
+	return bench.Main(ctx, args, env.stdout, env.stderr)
 }

@@ -6,31 +6,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 )
-
-func TestCPUProfileArg(t *testing.T) {
-	for _, tt := range []struct {
-		args []string
-		file string
-		rest []string
-		ok   bool
-	}{
-		{[]string{"--cpuprofile", "p.out", "decide", "--iters", "1"}, "p.out", []string{"decide", "--iters", "1"}, true},
-		{[]string{"-cpuprofile=p.out", "all"}, "p.out", []string{"all"}, true},
-		{[]string{"--cpuprofile"}, "", nil, true},
-		{[]string{"decide", "--cpuprofile", "x"}, "", []string{"decide", "--cpuprofile", "x"}, false},
-		{[]string{"cpuprofile", "x"}, "", []string{"cpuprofile", "x"}, false},
-		{nil, "", nil, false},
-	} {
-		file, rest, ok := cpuProfileArg(tt.args)
-		if file != tt.file || ok != tt.ok || !slices.Equal(rest, tt.rest) {
-			t.Errorf("cpuProfileArg(%q) = %q, %q, %v; want %q, %q, %v", tt.args, file, rest, ok, tt.file, tt.rest, tt.ok)
-		}
-	}
-}
 
 // TestBenchCPUProfile runs a short benchmark under --cpuprofile and checks
 // that a gzipped pprof profile was written.

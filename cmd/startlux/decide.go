@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 
@@ -13,131 +11,116 @@ import (
 	"github.com/startlux/startlux/backends"
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/decide"
+	"github.com/vmihailenco/msgpack/v5"
 )
 
-// decideFlags are the flags of "startlux decide". The in-process paths
-// (--model, --local) are here; the daemon path adds its own flags to
-// newDecideFlagSet and its branch to runDecide.
-type decideFlags struct {
-	model   string // run this checkpoint directory in-process
-	local   bool   // run the embedded demo model in-process
-	socket  string // the daemon's socket (default path when "")
-	backend string // compute backend of the in-process paths
-	int8    bool   // int8 projections on the in-process paths
-}
-
-func newDecideFlagSet(f *decideFlags, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("decide", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: startlux decide [flags] < request.json\n\n"+
-			"Reads one request (or a JSON array of requests) from stdin and prints the response JSON.\n\nflags:")
-		fs.PrintDefaults()
-	}
-	fs.StringVar(&f.model, "model", "", "run this checkpoint in-process (no daemon): a `NAME` in the models folder, \"demo\", or a directory")
-	fs.BoolVar(&f.local, "local", false, "run the embedded demo model in-process (no daemon)")
-	fs.StringVar(&f.socket, "socket", "", "ask the daemon on the socket at `PATH` (default: the default socket)")
-	fs.StringVar(&f.backend, "backend", "auto", backends.Usage+"; used with --model or --local")
-	fs.BoolVar(&f.int8, "int8", false, "with --model/--local: run the large projections as int8 products (refused by a backend without them)")
-	return fs
-}
-
+// runDecide is "startlux decide": in-process, or through the daemon.
 func runDecide(ctx context.Context, env *cmdEnv, args []string) error {
-	var f decideFlags
-	fs := newDecideFlagSet(&f, env.stderr)
+	fs := clientFlagSet("decide", "usage: startlux decide [flags] < request.json\n\n"+
+		"Reads one request (or a JSON array of requests) from stdin and prints the response JSON.", env.stderr)
+	model := fs.String("model", "", "run this checkpoint in-process (no daemon): a `NAME` in the models folder, \"demo\", or a directory")
+	local := fs.Bool("local", false, "run the embedded demo model in-process (no daemon)")
+	socket := fs.String("socket", "", "ask the daemon on the socket at `PATH` (default: the default socket)")
+	backend := fs.String("backend", "auto", backends.Usage+"; used with --model or --local")
+	useInt8 := fs.Bool("int8", false, "with --model/--local: run the large projections as int8 products (refused by a backend without them)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("decide: unexpected argument %q (the request is read from stdin)", fs.Arg(0))
 	}
-	if f.model != "" && f.local {
+	if *model != "" && *local {
 		return errors.New("decide: --model and --local exclude each other")
 	}
 	body, err := io.ReadAll(env.stdin)
 	if err != nil {
 		return fmt.Errorf("decide: read the request: %w", err)
 	}
-	if f.model != "" || f.local {
-		return decideInProcess(ctx, env, &f, body)
+	if *model != "" || *local {
+		// --local is the embedded demo: the model "".
+		return decideInProcess(ctx, env, body, *model, *backend, *useInt8)
 	}
-	if f.int8 {
+	if *useInt8 {
 		return errors.New("decide: --int8 runs the model in-process: it needs --model or --local (a daemon's setting is its own: startlux use --int8)")
 	}
-	return decideViaDaemon(ctx, env, f.socket, body)
+	return decideViaDaemon(ctx, env, *socket, body)
 }
 
-// openDecideEngine opens the checkpoint the flags name on the backend they name.
-func openDecideEngine(f *decideFlags) (*decide.Engine, error) {
-	be, err := openBackend(f.backend)
+// openDecideEngine opens the checkpoint a --model argument names (""
+// being the embedded demo) on the backend named, with int8 projections
+// when useInt8 is set.
+func openDecideEngine(model, backend string, useInt8 bool) (*decide.Engine, error) {
+	be, err := openBackend(backend)
 	if err != nil {
 		return nil, err
 	}
-	dir := ""
-	if !f.local {
-		// A name in the models folder, "demo" or a directory, as serve --model takes.
-		modelsDir, err := api.ModelsDir()
-		if err != nil {
-			return nil, err
-		}
-		if dir, err = daemon.ResolveModel(f.model, modelsDir); err != nil {
-			return nil, err
-		}
-	}
-	return daemon.OpenEngine(dir, be, decide.Options{Int8: f.int8})
+	return daemon.OpenModel(model, be, decide.Options{Int8: useInt8})
 }
 
 // decideInProcess answers the request (or array of requests) in body with
-// an engine of its own and prints the response JSON: one object, or an array
-// with an {"error": ...} object in place of each failed request.
-func decideInProcess(ctx context.Context, env *cmdEnv, f *decideFlags, body []byte) error {
-	batch := bytes.HasPrefix(bytes.TrimLeft(body, " \t\r\n"), []byte("["))
-	var reqs []*decide.Request
-	var errs []error
-	if batch {
-		var err error
-		if reqs, errs, err = decide.ParseJSONBatch(body); err != nil {
-			return err
-		}
-	} else {
-		r, err := decide.ParseJSON(body)
-		if err != nil {
-			return err
-		}
-		reqs, errs = []*decide.Request{r}, []error{nil}
+// an engine of its own, opened once the request is read, and prints the
+// response JSON: one object, or an array with an {"error": ...} object in
+// place of each failed request.
+func decideInProcess(ctx context.Context, env *cmdEnv, body []byte, model, backend string, useInt8 bool) error {
+	doc, err := decide.ParseDocument(body)
+	if err != nil {
+		return err
 	}
-	e, err := openDecideEngine(f)
+	e, err := openDecideEngine(model, backend, useInt8)
 	if err != nil {
 		return fmt.Errorf("decide: %w", err)
 	}
 	defer e.Close()
-	var todo []*decide.Request
-	for i, r := range reqs {
-		if errs[i] == nil {
-			todo = append(todo, r)
-		}
+	resps, errs := daemon.DecideDocument(ctx, e, doc)
+	return printDecisions(env.stdout, doc.Batch, resps, errs)
+}
+
+// decideViaDaemon sends the request (or JSON array of requests) in body to
+// the daemon and prints what "startlux decide --local" would: the response
+// JSON, or an array with an {"error": ...} object per failed request. Key
+// order is kept: the JSON is converted to msgpack as written, once, and
+// what is wrong with it is said as --local says it.
+func decideViaDaemon(ctx context.Context, env *cmdEnv, socket string, body []byte) error {
+	params, err := decide.DocumentMsgpack(body)
+	if err != nil {
+		return fmt.Errorf("decide: %w", err)
 	}
-	resps, runErrs := e.DecideBatch(ctx, todo)
-	enc := json.NewEncoder(env.stdout)
-	if !batch {
-		if runErrs[0] != nil {
-			return runErrs[0]
-		}
-		return enc.Encode(daemon.WireResponse(resps[0]))
+	c, err := dialDaemon(ctx, socket)
+	if err != nil {
+		return fmt.Errorf("decide: %w (or use --local to run the embedded model in-process)", err)
 	}
-	out := make([]any, len(reqs))
-	k := 0
-	for i := range reqs {
-		err := errs[i]
-		if err == nil {
-			if err = runErrs[k]; err == nil {
-				out[i] = daemon.WireResponse(resps[k])
-			}
-			k++
-		}
+	defer c.Close()
+	if !decide.IsBatchJSON(body) {
+		resp, err := c.Decide(ctx, msgpack.RawMessage(params))
 		if err != nil {
-			out[i] = map[string]string{"error": err.Error()}
+			return fmt.Errorf("decide: %w", err)
+		}
+		return json.NewEncoder(env.stdout).Encode(resp)
+	}
+	resps, errs, err := c.DecideBatch(ctx, msgpack.RawMessage(params))
+	if err != nil {
+		return fmt.Errorf("decide: %w", err)
+	}
+	return printDecisions(env.stdout, true, resps, errs)
+}
+
+// printDecisions prints the responses as "startlux decide" does: for one
+// request its response (or returns its error), for a batch one JSON array
+// with an {"error": message} object in place of each failed request.
+func printDecisions(w io.Writer, batch bool, resps []*api.Response, errs []error) error {
+	if !batch {
+		if errs[0] != nil {
+			return errs[0]
+		}
+		return json.NewEncoder(w).Encode(resps[0])
+	}
+	out := make([]any, len(resps))
+	for i, r := range resps {
+		out[i] = r
+		if errs[i] != nil {
+			// A daemon's refusal is its message, without its code.
+			out[i] = map[string]string{"error": api.ErrorMessage(errs[i])}
 		}
 	}
-	return enc.Encode(out)
+	return json.NewEncoder(w).Encode(out)
 }

@@ -8,12 +8,11 @@ import (
 	"strings"
 
 	"github.com/startlux/startlux/model"
-	"github.com/startlux/startlux/model/safetensors"
 )
 
 // runForward runs a checkpoint on token ids and writes the final normed
 // hidden states ("norm", [T, H] f32) and the last position's logits
-// ("logits_last", [V] f32) as safetensors.
+// ("logits_last", [V] f32) as safetensors (model.WriteOutputs).
 func runForward(ctx context.Context, env *cmdEnv, args []string) error {
 	fs := flag.NewFlagSet("forward", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
@@ -41,28 +40,11 @@ func runForward(ctx context.Context, env *cmdEnv, args []string) error {
 		return fmt.Errorf("forward: %w", err)
 	}
 	defer m.Close()
-	T, H := len(ids), m.Config.Hidden
-	all := make([]int, T)
-	for i := range all {
-		all[i] = i
-	}
-	norm, err := m.Forward(ctx, []model.Row{{IDs: ids, Gather: all}}, nil)
-	if err != nil {
-		return fmt.Errorf("forward: %w", err)
-	}
-	logits, err := m.Forward(ctx, []model.Row{{IDs: ids, Gather: []int{T - 1}}}, m.Head())
-	if err != nil {
-		return fmt.Errorf("forward: %w", err)
-	}
-	ents := []safetensors.Entry{
-		safetensors.F32("norm", []int{T, H}, norm[0]),
-		safetensors.F32("logits_last", []int{m.Config.Vocab}, logits[0]),
-	}
-	if err := safetensors.WriteFile(*out, ents, map[string]string{"format": "pt"}); err != nil {
+	if err := m.WriteOutputs(ctx, ids, *out); err != nil {
 		return fmt.Errorf("forward: %w", err)
 	}
 	fmt.Fprintf(env.stderr, "forward: %d tokens on %s: wrote norm [%d %d] and logits_last [%d] to %s\n",
-		T, be.Name(), T, H, m.Config.Vocab, *out)
+		len(ids), be.Name(), len(ids), m.Config.Hidden, m.Config.Vocab, *out)
 	return nil
 }
 

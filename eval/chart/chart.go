@@ -5,6 +5,7 @@
 package chart
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"image/color"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/eval"
+	"github.com/startlux/startlux/internal/atomicfile"
 )
 
 // Panel size in pixels, and the resolution the PNG is drawn at.
@@ -42,6 +44,17 @@ var (
 // type in the report, two rows.
 func Size(rep *eval.Report) (width, height int) {
 	return PanelWidth * len(types(rep)), 2 * PanelHeight
+}
+
+// WriteFile draws rep ([WritePNG]) into the PNG file at path, replacing
+// it whole: a reader sees the old file or the new one, never a part. A
+// report that cannot be drawn leaves the file as it was.
+func WriteFile(path string, rep *eval.Report) error {
+	var b bytes.Buffer
+	if err := WritePNG(&b, rep); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, b.Bytes(), 0o644, "")
 }
 
 // WritePNG draws the report's figures and writes them to w as a PNG.

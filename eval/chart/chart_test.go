@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"image"
 	"image/png"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/startlux/startlux/decide"
@@ -55,4 +57,31 @@ func distinctColours(img image.Image, r image.Rectangle) int {
 		}
 	}
 	return len(seen)
+}
+
+// TestWriteFile writes the PNG WritePNG draws to a file, and leaves an
+// existing file alone when the report cannot be drawn.
+func TestWriteFile(t *testing.T) {
+	recs := []eval.Record{{Type: decide.Noul, Probs: []float64{0.6, 0.3, 0.1}, Label: 0}, {Type: decide.Noul, Probs: []float64{0.2, 0.7, 0.1}, Label: 2}}
+	rep := eval.Compute(recs)
+	var want bytes.Buffer
+	if err := WritePNG(&want, rep); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "eval.png")
+	for _, tt := range []struct {
+		name string
+		rep  *eval.Report
+		ok   bool
+	}{
+		{"report", rep, true},
+		{"empty report", eval.Compute(nil), false},
+	} {
+		if err := WriteFile(path, tt.rep); (err == nil) != tt.ok {
+			t.Errorf("%s: error %v", tt.name, err)
+		}
+		if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, want.Bytes()) {
+			t.Errorf("%s: the file is not the PNG of the report (%d bytes, %v)", tt.name, len(got), err)
+		}
+	}
 }
