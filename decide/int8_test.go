@@ -31,6 +31,13 @@ func runInt8(t *testing.T, reqs []*Request, opts Options) int8Run {
 	if got, want := e.Info().Int8 != "", opts.Int8; got != want {
 		t.Fatalf("Info().Int8 = %q with Options.Int8 %v", e.Info().Int8, want)
 	}
+	defer e.Close()
+	return answerAll(t, e, reqs)
+}
+
+// answerAll answers reqs with e, keeping the letter logits of every row.
+func answerAll(t *testing.T, e *Engine, reqs []*Request) int8Run {
+	t.Helper()
 	run := int8Run{logits: map[string][]float32{}}
 	var mu sync.Mutex
 	jevfmtOf(e).trace = func(r *Request, q *Question, ids []int32, z []float32) {
@@ -45,23 +52,24 @@ func runInt8(t *testing.T, reqs []*Request, opts Options) int8Run {
 		}
 	}
 	run.resps = resps
-	e.Close()
 	return run
 }
 
 // int8Diff compares an int8 run with the float one.
 type int8Diff struct {
 	meanDP, maxDP float64 // |Δp| over every option of every question
+	maxAt         string  // where maxDP is: request, question, the two probabilities
 	probs         int
 	flips         int     // questions whose answer changed though the float answer led the runner-up by more than 0.1
 	closeFlips    int     // answers that changed with a smaller lead
 	meanZ, maxZ   float64 // ‖Δz‖/‖z‖ of each row's letter logits
 	rows          int
+	missing       int // rows the float engine ran and the int8 one did not (a wide choice that kept other groups)
 }
 
 func (d int8Diff) String() string {
-	return fmt.Sprintf("mean |Δp| %.4f, max %.4f over %d probabilities; %d flips with lead > 0.1 (%d closer); letter logits rel err mean %.4f, max %.4f over %d rows",
-		d.meanDP, d.maxDP, d.probs, d.flips, d.closeFlips, d.meanZ, d.maxZ, d.rows)
+	return fmt.Sprintf("mean |Δp| %.4f, max %.4f (%s) over %d probabilities; %d flips with lead > 0.1 (%d closer); letter logits rel err mean %.4f, max %.4f over %d rows (%d not run by int8)",
+		d.meanDP, d.maxDP, d.maxAt, d.probs, d.flips, d.closeFlips, d.meanZ, d.maxZ, d.rows, d.missing)
 }
 
 func compareInt8(t *testing.T, reqs []*Request, f, q int8Run) int8Diff {
@@ -73,7 +81,10 @@ func compareInt8(t *testing.T, reqs []*Request, f, q int8Run) int8Diff {
 			for j := range a.Probs {
 				x := math.Abs(a.Probs[j] - b.Probs[j])
 				d.meanDP += x
-				d.maxDP = max(d.maxDP, x)
+				if x > d.maxDP {
+					d.maxDP = x
+					d.maxAt = fmt.Sprintf("request %d %s option %d: float %.3f, int8 %.3f", i, qu.Name, j, a.Probs[j], b.Probs[j])
+				}
 				d.probs++
 			}
 			sorted := slices.Clone(a.Probs)
@@ -93,7 +104,8 @@ func compareInt8(t *testing.T, reqs []*Request, f, q int8Run) int8Diff {
 	for ids, z := range f.logits {
 		zq, ok := q.logits[ids]
 		if !ok {
-			t.Fatalf("the int8 engine did not run row %s", ids)
+			d.missing++
+			continue
 		}
 		r := relErr(zq, z)
 		d.meanZ += r
@@ -129,48 +141,82 @@ func goldenRequests(t *testing.T) []*Request {
 // |Δp| ≤ 0.005, max |Δp| ≤ 0.08, and no answer changed where the float
 // answer led the runner-up by more than 0.1. The largest |Δp| (0.060) is a
 // choice question none of whose options the evidence lists (request 25,
-// q3): float 0.94 on one of them, int8 1.00.
+// q3): float 0.94 on one of them, int8 1.00. The gate for it,
+// 0.03, is not met: no conversion method measured lowers it other than by
+// chance (TestInt8Methods, docs/int8.md).
 func TestInt8DecideDemo(t *testing.T) {
 	reqs := goldenRequests(t)
 	f := runInt8(t, reqs, Options{})
 	q := runInt8(t, reqs, Options{Int8: true})
 	d := compareInt8(t, reqs, f, q)
 	t.Logf("int8 against float: %v", d)
-	if d.meanDP > 0.005 || d.maxDP > 0.08 || d.flips > 0 {
+	if d.meanDP > 0.005 || d.maxDP > 0.08 || d.flips > 0 || d.missing > 0 {
 		t.Errorf("int8 misses the gate (mean |Δp| ≤ 0.005, max ≤ 0.08, no flips with lead > 0.1): %v", d)
 	}
 }
 
-// TestInt8Smoothing measures what SmoothQuant (α = 0.5) on each input
-// changes, on the golden requests and on every thirtieth request of the
-// labelled eval set: the figures docs/int8.md gives for the choice
-// Options.Int8 makes (down_proj's input only). It checks only that every
-// variant still answers.
-func TestInt8Smoothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("measures seven int8 variants")
+// measureInt8 skips the int8 measurements (minutes of variants, for the
+// figures of docs/int8.md) unless STARTLUX_INT8_MEASURE is set.
+func measureInt8(t *testing.T) {
+	if os.Getenv("STARTLUX_INT8_MEASURE") == "" {
+		t.Skip("set STARTLUX_INT8_MEASURE=1 to measure the int8 variants")
 	}
+}
+
+// TestInt8Methods measures the int8 conversion methods against the same
+// engine in float, on the golden requests and on every tenth request of
+// the labelled eval set (held out: nothing was chosen on it alone):
+// SmoothQuant on each input and together (α, the floor), clipped channel
+// scales and error-compensated rounding (GPTQ), all calibrated on the
+// engine's warm-up rows. The figures are docs/int8.md's; it checks only
+// that every variant answers.
+func TestInt8Methods(t *testing.T) {
+	measureInt8(t)
 	sets := []struct {
 		name string
 		reqs []*Request
-	}{{"decide-demo.json", goldenRequests(t)}, {"eval/demo-tasks.jsonl, every 30th", evalSample(t, 30)}}
+	}{{"decide-demo.json", goldenRequests(t)}, {"eval/demo-tasks.jsonl, every 10th", evalSample(t, 10)}}
+	const (
+		down  = model.SmoothDown
+		mixer = model.SmoothMixerNorm
+		mlp   = model.SmoothMLPNorm
+		delta = model.SmoothDeltaOut
+		all   = model.SmoothAll
+	)
 	variants := []struct {
-		name   string
-		alpha  float64
-		inputs model.SmoothInputs
+		name string
+		o    model.Int8Options
 	}{
-		{"no smoothing", 0, 0},
-		{"down_proj (kept)", 0.5, model.SmoothDown},
-		{"mixer norm", 0.5, model.SmoothMixerNorm},
-		{"MLP norm", 0.5, model.SmoothMLPNorm},
-		{"o_proj", 0.5, model.SmoothAttnOut},
-		{"DeltaNet out_proj", 0.5, model.SmoothDeltaOut},
-		{"all", 0.5, model.SmoothAll},
+		{"no smoothing", model.Int8Options{}},
+		{"down_proj (kept)", model.Int8Options{Smooth: 0.5, SmoothInputs: down}},
+		{"mixer norm", model.Int8Options{Smooth: 0.5, SmoothInputs: mixer}},
+		{"MLP norm", model.Int8Options{Smooth: 0.5, SmoothInputs: mlp}},
+		{"o_proj", model.Int8Options{Smooth: 0.5, SmoothInputs: model.SmoothAttnOut}},
+		{"DeltaNet out_proj", model.Int8Options{Smooth: 0.5, SmoothInputs: delta}},
+		{"mixer + MLP norms", model.Int8Options{Smooth: 0.5, SmoothInputs: mixer | mlp}},
+		{"all five", model.Int8Options{Smooth: 0.5, SmoothInputs: all}},
+		{"all five, α 0.3", model.Int8Options{Smooth: 0.3, SmoothInputs: all}},
+		{"DeltaNet out_proj, floor 0.5", model.Int8Options{Smooth: 0.5, SmoothInputs: delta, SmoothFloor: 0.5}},
+		{"all five, floor 0.5", model.Int8Options{Smooth: 0.5, SmoothInputs: all, SmoothFloor: 0.5}},
+		{"clip, no smoothing", model.Int8Options{Clip: true}},
+		{"clip, down_proj", model.Int8Options{Clip: true, Smooth: 0.5, SmoothInputs: down}},
+		{"clip, mixer norm", model.Int8Options{Clip: true, Smooth: 0.5, SmoothInputs: mixer}},
+		{"clip, all five, floor 0.4", model.Int8Options{Clip: true, Smooth: 0.5, SmoothInputs: all, SmoothFloor: 0.4}},
+		{"clip, all five, floor 0.5", model.Int8Options{Clip: true, Smooth: 0.5, SmoothInputs: all, SmoothFloor: 0.5}},
+		{"clip, all five, floor 0.6", model.Int8Options{Clip: true, Smooth: 0.5, SmoothInputs: all, SmoothFloor: 0.6}},
+		{"clip, all five, floor 0.5, α 0.45", model.Int8Options{Clip: true, Smooth: 0.45, SmoothInputs: all, SmoothFloor: 0.5}},
+		{"clip, all five, floor 0.5, α 0.55", model.Int8Options{Clip: true, Smooth: 0.55, SmoothInputs: all, SmoothFloor: 0.5}},
+		{"GPTQ, no smoothing", model.Int8Options{GPTQ: true}},
+		{"GPTQ, down_proj", model.Int8Options{GPTQ: true, Smooth: 0.5, SmoothInputs: down}},
+		{"GPTQ, clip, down_proj", model.Int8Options{GPTQ: true, Clip: true, Smooth: 0.5, SmoothInputs: down}},
+		{"GPTQ, mixer + MLP norms", model.Int8Options{GPTQ: true, Smooth: 0.5, SmoothInputs: mixer | mlp}},
 	}
 	for _, set := range sets {
 		f := runInt8(t, set.reqs, Options{})
 		for _, v := range variants {
-			tune := func(o *model.Int8Options) { o.Smooth, o.SmoothInputs = v.alpha, v.inputs }
+			tune := func(o *model.Int8Options) {
+				o.Smooth, o.SmoothInputs, o.SmoothFloor, o.Clip, o.GPTQ = v.o.Smooth, v.o.SmoothInputs, v.o.SmoothFloor, v.o.Clip, v.o.GPTQ
+			}
 			q := runInt8(t, set.reqs, Options{Int8: true, int8Tune: tune})
 			t.Logf("%s, %s: %v", set.name, v.name, compareInt8(t, set.reqs, f, q))
 		}

@@ -93,7 +93,7 @@ func (o Options) int8Options(rows func() [][]int32) *model.Int8Options {
 	if o.int8Tune != nil {
 		o.int8Tune(io)
 	}
-	if io.Smooth > 0 {
+	if io.Smooth > 0 || io.GPTQ {
 		io.Calibration = rows()
 	}
 	return io

@@ -269,13 +269,19 @@ func TestInt8TinyGoldens(t *testing.T) {
 	}
 	q := loadInt8(t, tinyDir, newBackend(t), LoadOptions{})
 	ref := loadInt8(t, tinyDir, &refInt8{Backend: newBackend(t)}, LoadOptions{})
+	// The other rounding methods, for the figures (calibration: random
+	// rows, as the checkpoint has no decision config to render rows from).
+	calib := calibrationRows(3, 50, fl.Config.Vocab)
+	clip := loadInt8(t, tinyDir, newBackend(t), LoadOptions{Int8: &Int8Options{Clip: true}})
+	gptq := loadInt8(t, tinyDir, newBackend(t), LoadOptions{Int8: &Int8Options{GPTQ: true, Calibration: calib}})
 	worst := 0.0
 	for _, g := range goldens.Forwards(t, goldenFile, 0) {
 		lf, lq, lw := forwardLogits(t, fl, g.IDs), forwardLogits(t, q, g.IDs), forwardLogits(t, w8, g.IDs)
 		r := goldens.MaxRel(lq, lf, len(lf))
 		worst = max(worst, r)
-		t.Logf("%-8s logits_last relative error: int8 %.3e against float (gate 3e-2), %.3e against the golden; weights rounded alone %.3e",
-			g.Name, r, goldens.MaxRel(lq, g.Logits, len(lf)), goldens.MaxRel(lw, lf, len(lf)))
+		t.Logf("%-8s logits_last relative error: int8 %.3e against float (gate 3e-2), %.3e against the golden; weights rounded alone %.3e; clipped scales %.3e, GPTQ %.3e",
+			g.Name, r, goldens.MaxRel(lq, g.Logits, len(lf)), goldens.MaxRel(lw, lf, len(lf)),
+			goldens.MaxRel(forwardLogits(t, clip, g.IDs), lf, len(lf)), goldens.MaxRel(forwardLogits(t, gptq, g.IDs), lf, len(lf)))
 		if lr := forwardLogits(t, ref, g.IDs); !slices.Equal(lr, lq) {
 			t.Errorf("%s: the int8 model's logits differ from the reference product's by %.2e", g.Name, goldens.MaxRel(lq, lr, len(lr)))
 		}
@@ -337,7 +343,7 @@ func TestInt8Smooth(t *testing.T) {
 			fl := loadTiny(t, dir)
 			m := loadTiny(t, dir)
 			calib := calibrationRows(3, 50, m.Config.Vocab)
-			amax, err := m.calibrate(context.Background(), calib)
+			amax, _, err := m.calibrate(context.Background(), calib, false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -347,7 +353,7 @@ func TestInt8Smooth(t *testing.T) {
 					t.Fatalf("%s: calibration maxima %v", ref.Name, a)
 				}
 			}
-			sm, err := m.smooth(amax, 0.5, SmoothAll)
+			sm, err := m.smooth(amax, 0.5, 0, SmoothAll)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -388,7 +394,7 @@ func TestInt8Calibrated(t *testing.T) {
 	calib := calibrationRows(3, 50, fl.Config.Vocab)
 	q := loadInt8(t, tinyDir, newBackend(t), LoadOptions{Int8: &Int8Options{Smooth: 0.5, Calibration: calib}})
 	m := loadTiny(t, tinyDir)
-	amax, err := m.calibrate(context.Background(), calib)
+	amax, _, err := m.calibrate(context.Background(), calib, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -464,4 +470,69 @@ func TestInt8ReleasesMergedCopies(t *testing.T) {
 	if hq > hf-merged/2+merged/8 {
 		t.Errorf("the int8 load keeps %d heap bytes, the float one %d: the merged copies (%d) are still held", hq, hf, merged)
 	}
+}
+
+// TestInt8GPTQ checks error-compensated rounding on the tiny checkpoint:
+// every projection of an int8 load with GPTQ keeps the absmax rule's
+// channel scales (Clip's with Clip) and the format, and its output error
+// on the calibration inputs, tr(ΔW·XᵀX·ΔWᵀ) with XᵀX recorded by a second
+// float model, is below that of rounding each weight to nearest.
+func TestInt8GPTQ(t *testing.T) {
+	fl := loadTiny(t, tinyDir)
+	calib := calibrationRows(3, 50, fl.Config.Vocab)
+	_, gram, err := fl.calibrate(context.Background(), calib, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, clip := range []bool{false, true} {
+		q := loadInt8(t, tinyDir, newBackend(t), LoadOptions{Int8: &Int8Options{GPTQ: true, Clip: clip, Calibration: calib}})
+		var sumG, sumP float64
+		for i, ref := range fl.projections() {
+			w, got := *ref.w, *q.projections()[i].w
+			if err := got.Validate(); err != nil || got.DType != tensor.I8 {
+				t.Fatalf("%s: %v (%v)", ref.Name, err, got.DType)
+			}
+			plain, _ := tensor.QuantizeInt8(w)
+			if clip {
+				plain, _ = tensor.QuantizeInt8ColsClip(w, nil)
+			}
+			if !slices.Equal(got.Int8.Scales, plain.Int8.Scales) {
+				t.Errorf("%s: GPTQ changed the channel scales", ref.Name)
+			}
+			eg, ep := gramErr(w, got, gram[w]), gramErr(w, plain, gram[w])
+			sumG += eg
+			sumP += ep
+			if eg > ep {
+				t.Errorf("%s: GPTQ's calibration error %.3g above plain rounding's %.3g", ref.Name, eg, ep)
+			}
+		}
+		t.Logf("clip %v: calibration error of all projections: GPTQ %.4g, rounding to nearest %.4g (%.2f×)", clip, sumG, sumP, sumG/sumP)
+	}
+	if _, err := Load(tinyDir, newBackend(t), LoadOptions{Int8: &Int8Options{GPTQ: true}}); err == nil || !strings.Contains(err.Error(), "needs calibration rows") {
+		t.Errorf("GPTQ without calibration rows: %v", err)
+	}
+}
+
+// gramErr returns tr(Δ·H·Δᵀ) for Δ = w − q (q int8), H = XᵀX: the squared
+// output error of q over the inputs X.
+func gramErr(w, q *tensor.Weight, h []float64) float64 {
+	n := w.Cols()
+	a, b := make([]float32, n), make([]float32, n)
+	d := make([]float64, n)
+	var e float64
+	for r := range w.Rows() {
+		w.Row(r, a)
+		q.Row(r, b)
+		for i := range d {
+			d[i] = float64(a[i]) - float64(b[i])
+		}
+		for i, di := range d {
+			var s float64
+			for j, dj := range d {
+				s += h[i*n+j] * dj
+			}
+			e += di * s
+		}
+	}
+	return e
 }

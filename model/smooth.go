@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 
 	"github.com/startlux/startlux/tensor"
@@ -17,12 +18,14 @@ import (
 
 // amaxRecorder is a backend that passes everything through and, for the
 // weights it watches, records the largest |x| per input channel of every
-// MatMul by them (reading x back from the backend).
+// MatMul by them (reading x back from the backend) and, for those in gram,
+// adds xᵀx of every row.
 type amaxRecorder struct {
 	tensor.Backend
 	ctx  context.Context
 	mu   sync.Mutex
 	amax map[*tensor.Weight][]float32
+	gram map[*tensor.Weight][]float64 // XᵀX of the inputs, when not nil
 	buf  []float32
 	err  error
 }
@@ -41,6 +44,20 @@ func (r *amaxRecorder) MatMul(out, x tensor.Tensor, w *tensor.Weight, rows int) 
 		for i, v := range buf {
 			am[i%n] = max(am[i%n], float32(math.Abs(float64(v))))
 		}
+		if g := r.gram[w]; g != nil {
+			for k := range rows {
+				x := buf[k*n : (k+1)*n]
+				for i, a := range x {
+					if a == 0 {
+						continue
+					}
+					gi := g[i*n : (i+1)*n]
+					for j, b := range x {
+						gi[j] += float64(a) * float64(b)
+					}
+				}
+			}
+		}
 	}
 	r.mu.Unlock()
 	r.Backend.MatMul(out, x, w, rows)
@@ -48,24 +65,31 @@ func (r *amaxRecorder) MatMul(out, x tensor.Tensor, w *tensor.Weight, rows int) 
 
 // calibrate runs each row (token ids, whole, every position gathered)
 // through the float model and returns every projection's largest input
-// magnitude per channel.
-func (m *Model) calibrate(ctx context.Context, rows [][]int32) (map[*tensor.Weight][]float32, error) {
+// magnitude per channel and, with gram, the Gram matrix XᵀX of its inputs
+// (I×I, row-major, float64).
+func (m *Model) calibrate(ctx context.Context, rows [][]int32, gram bool) (map[*tensor.Weight][]float32, map[*tensor.Weight][]float64, error) {
 	rec := &amaxRecorder{Backend: m.be, ctx: ctx, amax: map[*tensor.Weight][]float32{}}
+	if gram {
+		rec.gram = map[*tensor.Weight][]float64{}
+	}
 	for _, ref := range m.projections() {
 		rec.amax[*ref.w] = make([]float32, (*ref.w).Cols())
+		if gram {
+			rec.gram[*ref.w] = make([]float64, (*ref.w).Cols()*(*ref.w).Cols())
+		}
 	}
 	be := m.be
 	m.be = rec
 	defer func() { m.be = be }()
 	for i, ids := range rows {
 		if _, err := m.Forward(ctx, []Row{{IDs: ids, Gather: seq(len(ids))}}, nil); err != nil {
-			return nil, fmt.Errorf("int8: calibration row %d: %w", i, err)
+			return nil, nil, fmt.Errorf("int8: calibration row %d: %w", i, err)
 		}
 		if rec.err != nil {
-			return nil, fmt.Errorf("int8: calibration row %d: read back: %w", i, rec.err)
+			return nil, nil, fmt.Errorf("int8: calibration row %d: read back: %w", i, rec.err)
 		}
 	}
-	return rec.amax, nil
+	return rec.amax, rec.gram, nil
 }
 
 // seq returns 0, 1, ..., n−1.
@@ -212,9 +236,10 @@ func (m *Model) sites(sm *smoothing) []site {
 }
 
 // smooth computes the factors of the sites of the given kinds from the
-// calibration maxima with strength alpha, folds them and returns what the
+// calibration maxima (those below the floor quantile of a site's raised to
+// it) with strength alpha, folds them and returns what the
 // conversion applies.
-func (m *Model) smooth(amax map[*tensor.Weight][]float32, alpha float32, inputs SmoothInputs) (*smoothing, error) {
+func (m *Model) smooth(amax map[*tensor.Weight][]float32, alpha float32, floor float64, inputs SmoothInputs) (*smoothing, error) {
 	sm := &smoothing{colF: map[*tensor.Weight][]float32{}, rowF: map[*tensor.Weight][]float32{}}
 	for _, st := range m.sites(sm) {
 		if inputs&st.kind == 0 {
@@ -232,6 +257,14 @@ func (m *Model) smooth(amax map[*tensor.Weight][]float32, alpha float32, inputs 
 				k := st.key(i)
 				xa[k] = max(xa[k], a[i])
 				wa[k] = max(wa[k], cm[i])
+			}
+		}
+		if floor > 0 {
+			srt := slices.Clone(xa)
+			slices.Sort(srt)
+			fl := srt[int(floor*float64(len(srt)))]
+			for k := range xa {
+				xa[k] = max(xa[k], fl)
 			}
 		}
 		s := make([]float32, n)

@@ -37,7 +37,10 @@ import (
 // truncation.
 //
 // A weight [O, I] is quantised per output channel (row o gives Scales[o]);
-// a non-finite weight is an error at conversion. Activations [R, I] are
+// a non-finite weight is an error at conversion. A conversion may choose a
+// channel's scale and values otherwise (QuantizeInt8Clip clips the range;
+// a model may round with error compensation): any q in [−127, 127] with a
+// finite scale ≥ 0 is a valid weight, and the product below holds for it. Activations [R, I] are
 // quantised per row at run time (row r gives rowScale[r]); a row with a NaN
 // or infinity gets rowScale NaN and q = 0, so its outputs are NaN rather
 // than silently finite.
@@ -99,6 +102,52 @@ func QuantizeInt8Vec(dst []int8, v []float32) (scale float32, finite bool) {
 	return scale, true
 }
 
+// Int8ClipSteps is the number of clipping ratios QuantizeInt8Clip tries:
+// c = 1 − k/100 for k = 0, ..., Int8ClipSteps−1 (1 down to 0.81).
+const Int8ClipSteps = 20
+
+// QuantizeInt8Clip quantises v into dst[:len(v)] like QuantizeInt8Vec, but
+// over the range a = c·amax, with c the ratio of Int8ClipSteps whose
+// rounding leaves the least squared error Σ (v[i] − scale·q[i])² (computed
+// in float64; the largest c on a tie): scale = a/127, inv = 127/a (float32
+// divisions), q[i] = clamp(rint(v[i]·inv), −127, 127), the clamp binding on
+// the values beyond a. The result is a weight channel of the same format;
+// c = 1 gives QuantizeInt8Vec's.
+func QuantizeInt8Clip(dst []int8, v []float32) (scale float32, finite bool) {
+	dst = dst[:len(v)]
+	scale, finite = QuantizeInt8Vec(dst, v)
+	if !finite || scale == 0 {
+		return scale, finite
+	}
+	amax, _ := AbsMax(v)
+	sqErr := func(s, inv float32, out []int8) float64 {
+		var e float64
+		for i, x := range v {
+			q := RoundInt8(x * inv)
+			if out != nil {
+				out[i] = int8(q)
+			}
+			d := float64(x) - float64(s)*float64(q)
+			e += d * d
+		}
+		return e
+	}
+	best, bestC := sqErr(scale, 127/amax, nil), float32(1)
+	for k := 1; k < Int8ClipSteps; k++ {
+		a := amax * (1 - float32(k)/100)
+		if e := sqErr(a/127, 127/a, nil); e < best {
+			best, bestC = e, 1-float32(k)/100
+		}
+	}
+	if bestC == 1 {
+		return scale, true
+	}
+	a := amax * bestC
+	scale = a / 127
+	sqErr(scale, 127/a, dst)
+	return scale, true
+}
+
 // AbsMax returns max |v[i]| (0 for an empty v), exactly; finite is false
 // when v holds a NaN or an infinity. It compares bit patterns with the sign
 // cleared, which order as the magnitudes do.
@@ -143,6 +192,19 @@ func QuantizeInt8(w *Weight) (*Weight, error) { return QuantizeInt8Cols(w, nil) 
 // cols is QuantizeInt8; otherwise it needs len(cols) = in-features, every
 // factor finite, and w not already int8.
 func QuantizeInt8Cols(w *Weight, cols []float32) (*Weight, error) {
+	return quantizeInt8(w, cols, QuantizeInt8Vec)
+}
+
+// QuantizeInt8ColsClip is QuantizeInt8Cols with each channel's scale chosen
+// by QuantizeInt8Clip (the clipping ratio of least squared rounding error)
+// instead of the absmax rule; the format is the same. It does
+// Int8ClipSteps passes over each row, so it converts about that many times
+// slower.
+func QuantizeInt8ColsClip(w *Weight, cols []float32) (*Weight, error) {
+	return quantizeInt8(w, cols, QuantizeInt8Clip)
+}
+
+func quantizeInt8(w *Weight, cols []float32, quant func(dst []int8, v []float32) (float32, bool)) (*Weight, error) {
 	if w.DType == I8 {
 		if cols != nil {
 			return nil, fmt.Errorf("int8: %s: column factors on a weight that is int8 already", w.Name)
@@ -189,7 +251,7 @@ func QuantizeInt8Cols(w *Weight, cols []float32) (*Weight, error) {
 					}
 				}
 				dst := int8View(data[r*n : (r+1)*n])
-				s, ok := QuantizeInt8Vec(dst, row)
+				s, ok := quant(dst, row)
 				if !ok {
 					bad[p] = r
 					return

@@ -401,10 +401,105 @@ func TestInt8MatMul(t *testing.T) {
 func BenchmarkQuantizeInt8(b *testing.B) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	w := FromFloat32("qkv", BF16, []int{6144, 1024}, randVec32(rng, 6144*1024, 0.03))
-	for b.Loop() {
-		if _, err := QuantizeInt8(w); err != nil {
-			b.Fatal(err)
+	for _, c := range []struct {
+		name string
+		conv func(*Weight, []float32) (*Weight, error)
+	}{{"absmax", QuantizeInt8Cols}, {"clip", QuantizeInt8ColsClip}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := c.conv(w, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(w.Elems())*float64(b.N)/b.Elapsed().Seconds()/1e6, "Melem/s")
+		})
+	}
+}
+
+// TestQuantizeInt8Clip holds the clipped quantiser to a brute-force search
+// in float64 over the same ratios: for Gaussian rows and rows with a few
+// large outliers, the chosen scale's squared error is the least of any
+// ratio's (and never above the absmax rule's), q is the rounding at that
+// scale with every value in [−127, 127], and a constant row (where no
+// clipping can help) gives QuantizeInt8Vec's result.
+func TestQuantizeInt8Clip(t *testing.T) {
+	rng := newRNG(t)
+	sqErr := func(v []float32, q []int8, s float32) float64 {
+		var e float64
+		for i, x := range v {
+			d := float64(x) - float64(s)*float64(q[i])
+			e += d * d
+		}
+		return e
+	}
+	clipped := 0
+	for k := range 60 {
+		n := 1 + rng.IntN(300)
+		v := randVec32(rng, n, 1)
+		if k%2 == 1 {
+			for range 1 + rng.IntN(3) {
+				v[rng.IntN(n)] *= 8
+			}
+		}
+		q := make([]int8, n)
+		s, ok := QuantizeInt8Clip(q, v)
+		if !ok || !(s > 0) {
+			t.Fatalf("row %d: scale %g, finite %v", k, s, ok)
+		}
+		got := sqErr(v, q, s)
+		amax, _ := AbsMax(v)
+		qv := make([]int8, n)
+		for j := range Int8ClipSteps {
+			a := amax * (1 - float32(j)/100)
+			for i, x := range v {
+				qv[i] = int8(max(-127, min(127, math.RoundToEven(float64(x*(127/a))))))
+			}
+			if e := sqErr(v, qv, a/127); e < got*(1-1e-9) {
+				t.Fatalf("row %d: ratio %.2f leaves %g, the chosen scale %g leaves %g", k, 1-float64(j)/100, e, s, got)
+			}
+		}
+		for i, x := range v {
+			want := max(-127, min(127, math.RoundToEven(float64(x*(1/s)))))
+			if math.Abs(float64(q[i])-want) > 1 || q[i] < -127 {
+				t.Fatalf("row %d: v[%d] = %g quantised to %d at scale %g", k, i, x, q[i], s)
+			}
+		}
+		sv, _ := QuantizeInt8Vec(qv, v)
+		if sv != s {
+			clipped++
 		}
 	}
-	b.ReportMetric(float64(w.Elems())*float64(b.N)/b.Elapsed().Seconds()/1e6, "Melem/s")
+	if clipped == 0 {
+		t.Errorf("no row was clipped")
+	}
+	t.Logf("%d of 60 rows clipped", clipped)
+	v := []float32{0.5, -0.5, 0.5, 0.5}
+	q, qv := make([]int8, 4), make([]int8, 4)
+	s, _ := QuantizeInt8Clip(q, v)
+	sv, _ := QuantizeInt8Vec(qv, v)
+	if s != sv || !slices.Equal(q, qv) {
+		t.Errorf("constant row: %v × %g, want %v × %g", q, s, qv, sv)
+	}
+	if s, ok := QuantizeInt8Clip(q, []float32{0, 0, 0, 0}); s != 0 || !ok {
+		t.Errorf("zero row: scale %g, finite %v", s, ok)
+	}
+	if _, ok := QuantizeInt8Clip(q, []float32{1, float32(math.NaN()), 0, 0}); ok {
+		t.Errorf("a NaN row is finite")
+	}
+	w := FromFloat32("w", BF16, []int{5, 40}, randVec32(rng, 200, 0.1))
+	cw, err := QuantizeInt8ColsClip(w, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cw.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	row := make([]float32, 40)
+	for r := range 5 {
+		w.Row(r, row)
+		s, _ := QuantizeInt8Clip(make([]int8, 40), row)
+		if cw.Int8.Scales[r] != s {
+			t.Errorf("QuantizeInt8ColsClip channel %d scale %g, QuantizeInt8Clip %g", r, cw.Int8.Scales[r], s)
+		}
+	}
 }
