@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/startlux/startlux/human"
+
 	"github.com/startlux/startlux/api"
 )
 
@@ -46,7 +48,7 @@ type ExistsError struct {
 func (e *ExistsError) Error() string {
 	what := "a model that was not pulled"
 	if e.Source != nil {
-		what = fmt.Sprintf("%s at commit %s", e.Source.Repo, ShortCommit(e.Source.Commit))
+		what = fmt.Sprintf("%s at commit %s", e.Source.Repo, human.Commit(e.Source.Commit))
 	}
 	return fmt.Sprintf("%s already exists in %s (%s)", filepath.Base(e.Dir), filepath.Dir(e.Dir), what)
 }

@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/startlux/startlux/human"
+
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/model"
 )
@@ -141,7 +143,7 @@ func (c *Client) resolve(ctx context.Context, ref Ref) (*Plan, error) {
 		all[f.Name] = &f
 	}
 	if err := c.choose(ctx, p, all); err != nil {
-		return nil, fmt.Errorf("%s (commit %s): %w", ref, ShortCommit(p.Commit), err)
+		return nil, fmt.Errorf("%s (commit %s): %w", ref, human.Commit(p.Commit), err)
 	}
 	return p, nil
 }

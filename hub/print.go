@@ -11,11 +11,11 @@ import (
 
 // Describe says what the pull of p will fetch, in two lines for people.
 func (p *Plan) Describe(w io.Writer) {
-	fmt.Fprintf(w, "%s is commit %s", p.Ref, ShortCommit(p.Commit))
+	fmt.Fprintf(w, "%s is commit %s", p.Ref, human.Commit(p.Commit))
 	if p.Repo != p.Ref.Repo {
 		fmt.Fprintf(w, " of %s", p.Repo)
 	}
-	fmt.Fprintf(w, ": %d files, %s", len(p.Files), FormatBytes(p.Bytes()))
+	fmt.Fprintf(w, ": %d files, %s", len(p.Files), human.Size(p.Bytes()))
 	if n := len(p.Skipped); n > 0 {
 		shown := p.Skipped
 		if n > 5 {
@@ -31,9 +31,6 @@ func (p *Plan) Describe(w io.Writer) {
 	}
 	fmt.Fprintf(w, "model: %d layers, hidden size %d, vocabulary %d, %s; %s\n", c.Layers, c.Hidden, c.Vocab, p.Model.Storage(), kind)
 }
-
-// ShortCommit abbreviates a commit id to 12 digits ([human.Commit]).
-func ShortCommit(commit string) string { return human.Commit(commit) }
 
 // Printer writes a pull's progress ([PullOptions].Progress is its
 // [Printer.Show]): one updating line on a terminal, plain lines (each
@@ -64,7 +61,7 @@ func (pp *Printer) Show(p Progress) {
 	if !pp.started {
 		pp.started, pp.lastLine = true, pp.now()
 		if p.Resumed > 0 {
-			fmt.Fprintf(pp.w, "resuming: %s of %s already downloaded\n", FormatBytes(p.Resumed), FormatBytes(p.Total))
+			fmt.Fprintf(pp.w, "resuming: %s of %s already downloaded\n", human.Size(p.Resumed), human.Size(p.Total))
 		}
 	}
 	switch {
@@ -74,7 +71,7 @@ func (pp *Printer) Show(p Progress) {
 		pp.lineShown = true
 	case p.FilesDone > pp.filesDone:
 		pp.filesDone, pp.lastLine = p.FilesDone, pp.now()
-		fmt.Fprintf(pp.w, "%s: %s, done (%d of %d files)\n", p.File, FormatBytes(max(p.FileSize, p.FileDone)), p.FilesDone, p.Files)
+		fmt.Fprintf(pp.w, "%s: %s, done (%d of %d files)\n", p.File, human.Size(max(p.FileSize, p.FileDone)), p.FilesDone, p.Files)
 	case pp.now().Sub(pp.lastLine) >= plainEvery:
 		pp.lastLine = pp.now()
 		fmt.Fprintln(pp.w, progressLine(p))
@@ -96,12 +93,12 @@ func progressLine(p Progress) string {
 	if p.FileSize >= 0 && p.FileDone >= p.FileSize {
 		n = p.FilesDone // the report that ends it
 	}
-	fmt.Fprintf(&b, "%s (%d/%d)  %s / %s", p.File, min(n, p.Files), p.Files, FormatBytes(p.Done), FormatBytes(p.Total))
+	fmt.Fprintf(&b, "%s (%d/%d)  %s / %s", p.File, min(n, p.Files), p.Files, human.Size(p.Done), human.Size(p.Total))
 	if p.Total > 0 {
 		fmt.Fprintf(&b, "  %3.0f%%", 100*float64(p.Done)/float64(p.Total))
 	}
 	if p.Rate > 0 {
-		fmt.Fprintf(&b, "  %s/s", FormatBytes(int64(p.Rate)))
+		fmt.Fprintf(&b, "  %s/s", human.Size(int64(p.Rate)))
 	}
 	if p.ETA > 0 {
 		fmt.Fprintf(&b, "  ETA %s", p.ETA.Round(time.Second))
@@ -119,11 +116,11 @@ func (r Removal) Describe(w io.Writer, name, folder string) {
 	case r.Model:
 		what := "not pulled"
 		if r.Source != nil {
-			what = fmt.Sprintf("%s at commit %s", r.Source.Repo, ShortCommit(r.Source.Commit))
+			what = fmt.Sprintf("%s at commit %s", r.Source.Repo, human.Commit(r.Source.Commit))
 		}
-		fmt.Fprintf(w, "removed %s from %s (%s, %s)\n", name, folder, what, FormatBytes(r.Bytes))
+		fmt.Fprintf(w, "removed %s from %s (%s, %s)\n", name, folder, what, human.Size(r.Bytes))
 	}
 	if r.Partial {
-		fmt.Fprintf(w, "removed an interrupted pull of %s (%s)\n", name, FormatBytes(r.PartialBytes))
+		fmt.Fprintf(w, "removed an interrupted pull of %s (%s)\n", name, human.Size(r.PartialBytes))
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/startlux/startlux/human"
 )
 
 // TestPullPrinter feeds the progress printer a download: on a terminal one
@@ -61,11 +63,11 @@ func TestRemovalDescribe(t *testing.T) {
 		{"link", Removal{Model: true, Link: true, Target: "/elsewhere/m"},
 			"removed m from /models (a link to /elsewhere/m, which was left alone)\n"},
 		{"pulled", Removal{Model: true, Source: src, Bytes: 2_500_000},
-			"removed m from /models (owner/x at commit 0123456789ab, " + FormatBytes(2_500_000) + ")\n"},
+			"removed m from /models (owner/x at commit 0123456789ab, " + human.Size(2_500_000) + ")\n"},
 		{"not pulled, and a partial pull", Removal{Model: true, Bytes: 10, Partial: true, PartialBytes: 3000},
-			"removed m from /models (not pulled, " + FormatBytes(10) + ")\nremoved an interrupted pull of m (" + FormatBytes(3000) + ")\n"},
+			"removed m from /models (not pulled, " + human.Size(10) + ")\nremoved an interrupted pull of m (" + human.Size(3000) + ")\n"},
 		{"a partial pull only", Removal{Partial: true},
-			"removed an interrupted pull of m (" + FormatBytes(0) + ")\n"},
+			"removed an interrupted pull of m (" + human.Size(0) + ")\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var b strings.Builder

@@ -143,7 +143,7 @@ func (c *Client) download(ctx context.Context, p *Plan, dir string, opts PullOpt
 		return nil, err
 	} else if free >= 0 && free < need+SpaceMargin {
 		return nil, fmt.Errorf("%w in %s: the pull needs %s more (plus %s to spare), %s are free",
-			ErrNoSpace, parent, FormatBytes(need), FormatBytes(SpaceMargin), FormatBytes(free))
+			ErrNoSpace, parent, human.Size(need), human.Size(SpaceMargin), human.Size(free))
 	}
 
 	tr := newTracker(opts.Progress, opts.Now, Progress{Repo: p.Repo, Commit: p.Commit, Files: len(p.Files),
@@ -169,7 +169,7 @@ func (c *Client) download(ctx context.Context, p *Plan, dir string, opts PullOpt
 			}
 			tr.add(int64(len(data)) - present[i])
 		} else if err := c.fetchFile(ctx, p, f, final, tr); err != nil {
-			return nil, fmt.Errorf("%s@%s: %w", p.Repo, ShortCommit(p.Commit), err)
+			return nil, fmt.Errorf("%s@%s: %w", p.Repo, human.Commit(p.Commit), err)
 		}
 		tr.endFile()
 	}
@@ -519,8 +519,3 @@ func syncDir(dir string) {
 		d.Close()
 	}
 }
-
-// FormatBytes writes n for people with three significant digits in
-// decimal units, as the Hub's pages show sizes: "999 B", "1.08 kB",
-// "23.1 MB", "812 MB", "1.75 GB" ([human.Size]).
-func FormatBytes(n int64) string { return human.Size(n) }

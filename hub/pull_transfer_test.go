@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/startlux/startlux/human"
+
 	"github.com/startlux/startlux/hub"
 	"github.com/startlux/startlux/hub/hubtest"
 )
@@ -251,7 +253,7 @@ func TestPullDiskSpace(t *testing.T) {
 			t.Errorf("free %d (need %d): error %v", tc.free, need, err)
 		}
 		if !tc.ok {
-			if !errors.Is(err, hub.ErrNoSpace) || !strings.Contains(err.Error(), hub.FormatBytes(tc.free)+" are free") {
+			if !errors.Is(err, hub.ErrNoSpace) || !strings.Contains(err.Error(), human.Size(tc.free)+" are free") {
 				t.Errorf("error %v", err)
 			}
 			if n := len(s.Requests()); n != before {

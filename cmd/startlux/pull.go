@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/startlux/startlux/human"
+
 	"github.com/startlux/startlux/api"
 	"github.com/startlux/startlux/daemon"
 	"github.com/startlux/startlux/hub"
@@ -68,10 +70,10 @@ func runPull(ctx context.Context, env *cmdEnv, args []string) error {
 	case err != nil:
 		return fmt.Errorf("pull: %w", err)
 	case !fetched:
-		fmt.Fprintf(env.stdout, "%s is already pulled: %s at commit %s, in %s\n", *name, src.Repo, hub.ShortCommit(src.Commit), dest)
+		fmt.Fprintf(env.stdout, "%s is already pulled: %s at commit %s, in %s\n", *name, src.Repo, human.Commit(src.Commit), dest)
 		return nil
 	}
-	fmt.Fprintf(env.stdout, "pulled %s at commit %s into %s (%s)\n", src.Repo, hub.ShortCommit(src.Commit), dest, hub.FormatBytes(src.Bytes()))
+	fmt.Fprintf(env.stdout, "pulled %s at commit %s into %s (%s)\n", src.Repo, human.Commit(src.Commit), dest, human.Size(src.Bytes()))
 	if plan.Format == "" {
 		fmt.Fprintf(env.stderr, "note: %s has no decision_config.json: it runs zero-shot with a derived config, and its "+
 			"probabilities are the model's own, %s\n", *name, api.UncalibratedNote)

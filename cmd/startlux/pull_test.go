@@ -109,7 +109,7 @@ func TestPullModelsRm(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	mineSize := hub.FormatBytes(dirBytes(t, filepath.Join(models, "mine")))
+	mineSize := human.Size(dirBytes(t, filepath.Join(models, "mine")))
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], "  NAME") {
 		t.Fatalf("models:\n%s", out)
 	}
