@@ -20,8 +20,8 @@ import (
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/gpucheck"
-	"github.com/startlux/startlux/internal/testenv"
 	"github.com/startlux/startlux/metal"
+	"github.com/startlux/startlux/metal/metaltest"
 	"github.com/startlux/startlux/tensor"
 )
 
@@ -42,9 +42,7 @@ func emuLoader(t *testing.T, f *metal.Faults, fallback bool) LoaderOptions {
 // emuLoaderOpts is emuLoader with the emulated backend's options.
 func emuLoaderOpts(t *testing.T, mo metal.Options, fallback bool) LoaderOptions {
 	t.Helper()
-	if _, err := metal.NewEmulated(metal.Options{}); errors.Is(err, metal.ErrNoCompiler) {
-		testenv.Missing(t, "%v", err)
-	}
+	metaltest.Emulated(t, metal.Options{}) // ends the test without the emulator
 	lo := LoaderOptions{
 		Backend: func() (tensor.Backend, error) { return metal.NewEmulated(mo) },
 		Check:   gpucheck.Options{NoModel: true},

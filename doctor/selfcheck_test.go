@@ -3,13 +3,12 @@ package doctor
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/startlux/startlux/cpu"
-	"github.com/startlux/startlux/internal/testenv"
 	"github.com/startlux/startlux/metal"
+	"github.com/startlux/startlux/metal/metaltest"
 	"github.com/startlux/startlux/tensor"
 )
 
@@ -38,14 +37,7 @@ func TestInt8Check(t *testing.T) {
 
 func emulated(t *testing.T, f *metal.Faults) tensor.Backend {
 	t.Helper()
-	be, err := metal.NewEmulated(metal.Options{Faults: f})
-	if errors.Is(err, metal.ErrNoCompiler) {
-		testenv.Missing(t, "%v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return be
+	return metaltest.Emulated(t, metal.Options{Faults: f})
 }
 
 // TestSelfCheckEmulated: off a Mac the check runs under the emulator and

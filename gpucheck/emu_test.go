@@ -7,13 +7,12 @@ package gpucheck
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/startlux/startlux/internal/testenv"
 	"github.com/startlux/startlux/metal"
+	"github.com/startlux/startlux/metal/metaltest"
 	"github.com/startlux/startlux/tensor"
 )
 
@@ -27,14 +26,7 @@ func backendUnderTest(t *testing.T) tensor.Backend { return emulated(t, nil) }
 // emulated returns the Metal backend under the emulator with faults f.
 func emulated(t *testing.T, f *metal.Faults) tensor.Backend {
 	t.Helper()
-	be, err := metal.NewEmulated(metal.Options{Faults: f})
-	if errors.Is(err, metal.ErrNoCompiler) {
-		testenv.Missing(t, "%v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return be
+	return metaltest.Emulated(t, metal.Options{Faults: f})
 }
 
 // TestRunFaults: each injected fault makes the backend unfit with the

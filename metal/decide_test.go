@@ -2,7 +2,6 @@ package metal_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -12,8 +11,6 @@ import (
 	"github.com/startlux/startlux/cpu"
 	"github.com/startlux/startlux/decide"
 	"github.com/startlux/startlux/internal/goldens"
-	"github.com/startlux/startlux/internal/testenv"
-	"github.com/startlux/startlux/metal"
 	"github.com/startlux/startlux/tensor"
 )
 
@@ -35,13 +32,7 @@ func TestDecideDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be, err := metal.OpenUnderTest()
-	if errors.Is(err, metal.ErrNoCompiler) {
-		testenv.Missing(t, "%v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	be := underTest(t)
 	e, err := decide.Open("../testdata/demo-decision", be, decide.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -90,13 +81,7 @@ func TestPoolBoundDecide(t *testing.T) {
 	if testing.Short() {
 		t.Skip("whole decisions through the emulator")
 	}
-	be, err := metal.OpenUnderTest()
-	if errors.Is(err, metal.ErrNoCompiler) {
-		testenv.Missing(t, "%v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	be := underTest(t)
 	const limit = 256 << 10
 	pool := be.(tensor.Pooler)
 	pool.SetPoolLimit(limit)

@@ -11,6 +11,7 @@ import (
 	"github.com/startlux/startlux/internal/testenv"
 	"github.com/startlux/startlux/metal"
 	"github.com/startlux/startlux/model"
+	"github.com/startlux/startlux/tensor"
 )
 
 // The whole Qwen3.5 graph through the emulated Metal backend, against the
@@ -45,9 +46,10 @@ func seq(n int) []int {
 	return out
 }
 
-// loadUnderTest loads a checkpoint on the backend under test (the emulator,
-// or the GPU with -tags mactest).
-func loadUnderTest(t *testing.T, dir string) *model.Model {
+// underTest opens the backend under test (the emulator, or the GPU with
+// -tags mactest), ending the test through testenv.Missing without the
+// emulator's compiler.
+func underTest(t *testing.T) tensor.Backend {
 	t.Helper()
 	be, err := metal.OpenUnderTest()
 	if errors.Is(err, metal.ErrNoCompiler) {
@@ -56,6 +58,14 @@ func loadUnderTest(t *testing.T, dir string) *model.Model {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return be
+}
+
+// loadUnderTest loads a checkpoint on the backend under test (the emulator,
+// or the GPU with -tags mactest).
+func loadUnderTest(t *testing.T, dir string) *model.Model {
+	t.Helper()
+	be := underTest(t)
 	m, err := model.Load(dir, be, model.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
